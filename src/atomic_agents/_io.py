@@ -1,0 +1,166 @@
+"""Durable file primitives: atomic replace, atomic append, advisory locks.
+
+Every mutation of a vault file goes through :func:`atomic_write`: the bytes go
+to a temporary file in the same directory, which is fsynced, renamed over the
+target, and then the directory is fsynced so the rename itself is durable. A
+reader (or a crash) sees the old file or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from .exceptions import LockBusyError
+
+__all__ = ["FileLock", "append_line", "atomic_write", "atomic_write_many", "fsync_dir"]
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Make a rename or a new entry in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_temp(path: Path, data: bytes, mode: int | None) -> Path:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644 if mode is None else mode)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
+    return tmp
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically and durably.
+
+    temp file in the same directory + fsync + rename + fsync of the directory.
+    The file keeps its permission bits if it existed.
+
+    >>> atomic_write("/tmp/example.md", "hello\\n")  # doctest: +SKIP
+    """
+    target = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    mode: int | None = None
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.stat(target).st_mode & 0o777
+    tmp = _write_temp(target, payload, mode)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if sync_dir:
+        fsync_dir(target.parent)
+
+
+def atomic_write_many(items: list[tuple[Path, bytes]]) -> None:
+    """Write several files atomically each, fsyncing each directory once at the end.
+
+    Each file is individually old-or-new; the batch is not a transaction.
+    """
+    dirs: set[Path] = set()
+    for path, payload in items:
+        atomic_write(path, payload, sync_dir=False)
+        dirs.add(path.parent)
+    for d in dirs:
+        fsync_dir(d)
+
+
+def append_line(path: str | os.PathLike[str], line: str, *, fsync: bool = True) -> None:
+    """Append one line with a single O_APPEND ``write`` so concurrent appenders never interleave."""
+    data = (line.rstrip("\n") + "\n").encode("utf-8")
+    target = Path(path)
+    created = not target.exists()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        written = os.write(fd, data)
+        if written != len(data):  # pragma: no cover - regular files write fully
+            raise OSError(errno.EIO, f"short append to {target}")
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created and fsync:
+        fsync_dir(target.parent)
+
+
+class FileLock:
+    """An exclusive advisory lock (``flock``) on a lock file.
+
+    ``timeout=0`` refuses at once if the lock is held; ``None`` waits forever.
+
+    >>> with FileLock("/tmp/x.lock", timeout=5):  # doctest: +SKIP
+    ...     ...
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float | None = 30.0, what: str = "lock") -> None:
+        self.path = Path(path)
+        self.timeout = timeout
+        self.what = what
+        self._fd: int | None = None
+        self._depth = 0
+
+    def acquire(self) -> None:
+        if self._fd is not None:
+            self._depth += 1
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise LockBusyError(f"{self.what} is held by another process", path=self.path) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        self._fd = fd
+        self._depth = 1
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        self._depth -= 1
+        if self._depth > 0:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def __enter__(self) -> FileLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@contextlib.contextmanager
+def locked(path: str | os.PathLike[str], *, timeout: float | None = 30.0, what: str = "lock") -> Iterator[None]:
+    with FileLock(path, timeout=timeout, what=what):
+        yield

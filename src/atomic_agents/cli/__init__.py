@@ -1,0 +1,57 @@
+"""The ``atomic-agents`` command line: a thin layer over the library.
+
+Each command group lives in its own module; :func:`main` turns every
+:class:`~atomic_agents.AtomicAgentsError` into a one-line message and exit code 1,
+and usage mistakes into exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+import typer
+
+from ..exceptions import AtomicAgentsError, ValidationError
+from ._memory import app as memory_app
+from ._migrate import register as register_migrate
+from ._vault import app as vault_app
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="atomic-agents",
+    help="Local-first memory and coordination substrate for AI agents.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(vault_app, name="vault")
+app.add_typer(memory_app, name="memory")
+register_migrate(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``atomic-agents`` script."""
+    wants_json = "--json" in (argv if argv is not None else sys.argv[1:])
+    try:
+        rv = app(args=argv, prog_name="atomic-agents", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except AtomicAgentsError as exc:
+        if wants_json:
+            payload = {"error": type(exc).__name__, "message": str(exc)}
+            if isinstance(exc, ValidationError):
+                payload.update({k: v for k, v in exc.to_dict().items() if v is not None})
+            sys.stdout.write(json.dumps(payload) + "\n")
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)

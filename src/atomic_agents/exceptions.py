@@ -1,0 +1,175 @@
+"""The one exception tree of atomic-agents.
+
+Every error a user can cause derives from :class:`AtomicAgentsError`, carries
+its data as attributes (the file, the field, the rule, the record id) and has
+a one-line ``str()`` fit for a CLI. Never match on the message text.
+
+::
+
+    AtomicAgentsError
+    ├── ValidationError            bad input: .path .field .rule .record
+    │   ├── UnsafeNameError        a name/path that would escape its folder
+    │   ├── FrontmatterParseError  YAML that does not parse: .line
+    │   └── SecretRejectedError    content that looks like a secret: .pattern
+    ├── NotFoundError              .path or .record
+    ├── ConflictError              already exists / inconsistent state
+    │   └── LockBusyError          another writer holds the lock
+    ├── SchemaVersionError         a file newer than this package understands
+    ├── EmbedderMismatchError      store built with another embedding model
+    ├── StoreError                 the memory store failed (backend errors mapped here)
+    └── MigrationError             the migration framework refused or failed
+        ├── MigrationRollbackUnavailable
+        └── MigrationSnapshotNotFound
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "AtomicAgentsError",
+    "ConflictError",
+    "EmbedderMismatchError",
+    "FrontmatterParseError",
+    "LockBusyError",
+    "MigrationError",
+    "MigrationRollbackUnavailable",
+    "MigrationSnapshotNotFound",
+    "NotFoundError",
+    "SchemaVersionError",
+    "SecretRejectedError",
+    "StoreError",
+    "UnsafeNameError",
+    "ValidationError",
+]
+
+
+class AtomicAgentsError(Exception):
+    """Root of every error raised by atomic-agents."""
+
+
+class ValidationError(AtomicAgentsError):
+    """Input refused by a rule. Names the file (or record), the field and the rule.
+
+    >>> str(ValidationError("type is not in the taxonomy", path="memory/x.md", field="type", rule="taxonomy"))
+    'memory/x.md: type: type is not in the taxonomy [taxonomy]'
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        field: str | None = None,
+        rule: str | None = None,
+        record: str | None = None,
+    ) -> None:
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.field = field
+        self.rule = rule
+        self.record = record
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = self.path or (f"record {self.record}" if self.record else None)
+        parts = []
+        if where:
+            parts.append(f"{where}: ")
+        if self.field and not self.message.startswith(self.field):
+            parts.append(f"{self.field}: ")
+        parts.append(self.message)
+        if self.rule:
+            parts.append(f" [{self.rule}]")
+        return "".join(parts)
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "path": self.path,
+            "record": self.record,
+            "field": self.field,
+            "rule": self.rule,
+            "message": self.message,
+        }
+
+
+class UnsafeNameError(ValidationError):
+    """A name or path that is not lowercase snake_case, or would leave its folder."""
+
+
+class FrontmatterParseError(ValidationError):
+    """The YAML frontmatter of a file does not parse. ``.line`` is 1-based in the file."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None, line: int | None = None) -> None:
+        self.line = line
+        where = f"{path}:{line}" if (path is not None and line is not None) else path
+        super().__init__(message, path=where, field="frontmatter", rule="yaml")
+        self.path = str(path) if path is not None else None
+
+
+class SecretRejectedError(ValidationError):
+    """Content or metadata that looks like a secret. Names the pattern, never the secret."""
+
+    def __init__(self, pattern: str, *, field: str = "content", record: str | None = None) -> None:
+        self.pattern = pattern
+        super().__init__(
+            f"looks like a secret ({pattern}); secrets are never stored",
+            field=field,
+            rule="no-secrets",
+            record=record,
+        )
+
+
+class NotFoundError(AtomicAgentsError):
+    """A file, agent, note or record that does not exist."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None, record: str | None = None) -> None:
+        self.path = str(path) if path is not None else None
+        self.record = record
+        super().__init__(message)
+
+
+class ConflictError(AtomicAgentsError):
+    """The operation conflicts with what is there (already exists, already superseded, ...)."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+        self.path = str(path) if path is not None else None
+        super().__init__(message)
+
+
+class LockBusyError(ConflictError):
+    """Another process holds the lock and did not release it in time."""
+
+
+class SchemaVersionError(AtomicAgentsError):
+    """A file declares a schema_version this package cannot read (newer than current)."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None, version: object = None) -> None:
+        self.path = str(path) if path is not None else None
+        self.version = version
+        super().__init__(message)
+
+
+class EmbedderMismatchError(AtomicAgentsError):
+    """Semantic search asked of a store whose vectors came from another model."""
+
+    def __init__(self, message: str, *, stored: str | None = None, current: str | None = None) -> None:
+        self.stored = stored
+        self.current = current
+        super().__init__(message)
+
+
+class StoreError(AtomicAgentsError):
+    """The memory store backend failed; the backend's own error is the ``__cause__``."""
+
+
+class MigrationError(AtomicAgentsError):
+    """The schema-migration framework refused or failed a run."""
+
+
+class MigrationRollbackUnavailable(MigrationError):
+    """A real migration was asked of a backend that cannot roll back (spec MUST 5)."""
+
+
+class MigrationSnapshotNotFound(MigrationError):
+    """The snapshot named for a rollback does not exist."""

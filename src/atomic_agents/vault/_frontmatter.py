@@ -1,0 +1,256 @@
+"""YAML frontmatter: read anything, write back with the smallest diff.
+
+Files come from many hands (python-frontmatter, Obsidian, editors), so reading
+is lenient about fences and line endings, and writing changes only what must
+change: a key whose value is unchanged keeps its exact original lines (order,
+quoting, comments); a changed key is re-rendered in place; a removed key's
+lines go; a new key is appended. The body after the closing fence is kept
+byte-for-byte. This is what lets a migration's diff show only the keys it
+changed (spec: Schema migration, MUST 3) and hand edits survive every write.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..exceptions import FrontmatterParseError
+
+__all__ = ["Document", "parse", "read", "render", "dump_meta"]
+
+_Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_Base):  # type: ignore[misc, valid-type]
+    """Safe loader that keeps an impossible date (2026-02-30) as its string.
+
+    PyYAML raises on such a value, which would lose the whole file; as a
+    string it reaches the validator, which names the field.
+    """
+
+
+def _timestamp(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    try:
+        return yaml.SafeLoader.construct_yaml_timestamp(loader, node)  # type: ignore[arg-type]
+    except (ValueError, OverflowError):
+        return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Dumper that indents block sequences under their key (``sources:\\n  - x``)."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:  # noqa: D102
+        super().increase_indent(flow, False)
+
+
+_FLOW_LIST_KEYS = frozenset({"tags"})
+
+
+@dataclass
+class Document:
+    """A parsed markdown file: ``meta`` (frontmatter) and ``body`` (everything after it)."""
+
+    meta: dict[str, Any]
+    body: str
+    fm_text: str | None = None  # raw YAML between the fences, for minimal-diff writes
+    newline: str = "\n"
+    opener: str = "---"
+    closer: str = "---"
+    path: Path | None = field(default=None, compare=False)
+
+    @property
+    def has_frontmatter(self) -> bool:
+        return self.fm_text is not None
+
+
+_FENCE = re.compile(r"^(---|\.\.\.)[ \t]*$")
+
+
+def parse(text: str, *, path: str | Path | None = None) -> Document:
+    """Split ``text`` into frontmatter and body; raise :class:`FrontmatterParseError` with the line."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    newline = "\r\n" if "\r\n" in text[:200] else "\n"
+    first_end = text.find("\n")
+    first = text if first_end < 0 else text[:first_end]
+    if first.rstrip("\r").rstrip() != "---":
+        return Document(meta={}, body=text, newline=newline, path=Path(path) if path else None)
+    pos = first_end + 1
+    start = pos
+    closer_line = None
+    while pos <= len(text):
+        end = text.find("\n", pos)
+        line = text[pos:] if end < 0 else text[pos:end]
+        if _FENCE.match(line.rstrip("\r")):
+            closer_line = line.rstrip("\r").strip()
+            fm_text = text[start:pos]
+            body = "" if end < 0 else text[end + 1 :]
+            break
+        if end < 0:
+            break
+        pos = end + 1
+    if closer_line is None:
+        raise FrontmatterParseError("frontmatter opened with --- is never closed", path=path, line=1)
+    try:
+        meta = yaml.load(fm_text, Loader=_Loader) if fm_text.strip() else {}
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line_no = mark.line + 2 if mark is not None else None  # +1 fence line, +1 one-based
+        problem = exc.problem or "invalid YAML"
+        raise FrontmatterParseError(f"frontmatter does not parse: {problem}", path=path, line=line_no) from None
+    except yaml.YAMLError as exc:
+        raise FrontmatterParseError(f"frontmatter does not parse: {exc}", path=path, line=None) from None
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise FrontmatterParseError("frontmatter is not a mapping of keys to values", path=path, line=2)
+    return Document(
+        meta=meta,
+        body=body,
+        fm_text=fm_text,
+        newline=newline,
+        closer=closer_line,
+        path=Path(path) if path else None,
+    )
+
+
+def read(path: str | Path) -> Document:
+    """Read and parse a markdown file."""
+    p = Path(path)
+    with open(p, encoding="utf-8", newline="") as fh:
+        return parse(fh.read(), path=p)
+
+
+def _dump_key(key: str, value: Any) -> str:
+    if key in _FLOW_LIST_KEYS and isinstance(value, list) and all(
+        isinstance(v, (str, int, float, bool)) for v in value
+    ):
+        inner = yaml.dump(value, Dumper=_Dumper, default_flow_style=True, allow_unicode=True, width=10**9).strip()
+        head = yaml.dump({key: None}, Dumper=_Dumper, allow_unicode=True, width=10**9).rstrip("\n")
+        return head[: -len("null")] + inner + "\n"
+    if isinstance(value, list) and not value:
+        head = yaml.dump({key: None}, Dumper=_Dumper, allow_unicode=True, width=10**9).rstrip("\n")
+        return head[: -len("null")] + "[]\n"
+    return yaml.dump(
+        {key: value},
+        Dumper=_Dumper,
+        default_flow_style=False,
+        sort_keys=False,
+        allow_unicode=True,
+        width=10**9,
+    )
+
+
+def dump_meta(meta: dict[str, Any]) -> str:
+    """Render a whole mapping as YAML in the given key order."""
+    return "".join(_dump_key(str(k), v) for k, v in meta.items())
+
+
+_KEY_LINE = re.compile(r"""^(?:"(?P<dq>[^"\\]*)"|'(?P<sq>[^']*)'|(?P<plain>[^\s#\-?:,\[\]{}&*!|>'"%@`][^:#]*?))[ \t]*:(?:[ \t]|$)""")
+
+
+def _blocks(fm_text: str) -> list[tuple[str | None, str]] | None:
+    """Cut frontmatter text into (key, lines) blocks; None if the layout is too exotic.
+
+    Blank lines and comments before a key belong to that key's block; any at the
+    end belong to a trailing block with key ``None``.
+    """
+    blocks: list[tuple[str | None, str]] = []
+    pending: list[str] = []
+    current_key: str | None = None
+    current: list[str] = []
+    for line in fm_text.splitlines(keepends=True):
+        bare = line.rstrip("\r\n")
+        stripped = bare.strip()
+        if not bare or not bare[0].isspace() and not bare.startswith("-") and not stripped.startswith("#"):
+            if not bare:
+                pending.append(line)
+                continue
+            m = _KEY_LINE.match(bare)
+            if m is None:
+                return None
+            if current_key is not None:
+                blocks.append((current_key, "".join(current)))
+            key = m.group("dq") if m.group("dq") is not None else m.group("sq")
+            current_key = key if key is not None else m.group("plain").strip()
+            current = pending + [line]
+            pending = []
+        elif stripped.startswith("#") and not bare[0].isspace():
+            pending.append(line)
+        else:
+            if current_key is None:
+                return None
+            current.extend(pending)
+            pending = []
+            current.append(line)
+    if current_key is not None:
+        blocks.append((current_key, "".join(current)))
+    if pending:
+        blocks.append((None, "".join(pending)))
+    return blocks
+
+
+def _same(a: Any, b: Any) -> bool:
+    # bool == int in Python (True == 1); a changed type must re-render.
+    return type(a) is type(b) and a == b if not isinstance(a, (dict, list)) else a == b
+
+
+def render(doc: Document, meta: dict[str, Any], body: str | None = None) -> str:
+    """Render ``meta`` + ``body`` as a file, keeping every untouched line of ``doc``.
+
+    ``doc`` is what is on disk now (or an empty :class:`Document` for a new file).
+    """
+    nl = doc.newline
+    new_body = doc.body if body is None else body
+    fm = _render_fm(doc, meta)
+    if nl != "\n":
+        fm = fm.replace("\r\n", "\n").replace("\n", nl)
+    return f"{doc.opener}{nl}{fm}{doc.closer}{nl}{new_body}"
+
+
+def _render_fm(doc: Document, meta: dict[str, Any]) -> str:
+    if doc.fm_text is None or not doc.fm_text.strip():
+        return dump_meta(meta)
+    blocks = _blocks(doc.fm_text)
+    keys = [k for k, _ in blocks] if blocks is not None else None
+    if blocks is None or keys is None or set(k for k in keys if k is not None) != set(map(str, doc.meta)) or len(
+        [k for k in keys if k is not None]
+    ) != len(doc.meta):
+        return dump_meta(meta)
+    old = {str(k): v for k, v in doc.meta.items()}
+    out: list[str] = []
+    for key, text in blocks:
+        if key is None:
+            continue
+        if key not in meta:
+            continue
+        if _same(old[key], meta[key]):
+            out.append(text if text.endswith("\n") else text + "\n")
+        else:
+            lead = "".join(l for l in text.splitlines(keepends=True)[: _lead_count(text)])
+            out.append(lead + _dump_key(key, meta[key]))
+    for key, value in meta.items():
+        if str(key) not in old:
+            out.append(_dump_key(str(key), value))
+    trailing = [t for k, t in blocks if k is None]
+    out.extend(trailing)
+    return "".join(out)
+
+
+def _lead_count(text: str) -> int:
+    """Number of leading blank/comment lines in a block (kept when its key re-renders)."""
+    n = 0
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            n += 1
+        else:
+            break
+    return n
+
