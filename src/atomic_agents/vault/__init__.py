@@ -1,21 +1,61 @@
-"""Atomic Agent vaults: typed notes and wiki pages on disk, validated and atomic."""
+"""Atomic Agent vaults: typed notes and wiki pages on disk, validated and atomic.
+
+>>> from atomic_agents.vault import Vault, NoteDraft
+>>> vault = Vault("agents")                                   # doctest: +SKIP
+>>> agent, _ = vault.init_agent("finance")                    # doctest: +SKIP
+>>> agent.new_note(NoteDraft(type="feedback", topic="debt_order", name="Debt order",
+...     description="Avalanche first", sources=["conversation_2026-05-06"],
+...     confidence="high"))                                   # doctest: +SKIP
+"""
 
 from __future__ import annotations
 
+from ._agent import Agent
 from ._frontmatter import Document, parse, read, render
+from ._index import Entry, Index, parse_entry
+from ._journal import JournalItem, append_journal, journal_items, journal_path
+from ._lint import LintReport, lint_agent
+from ._log import LogEntry, LogQueryResult, append_log, query_logs
 from ._models import CONFIDENCE_LEVELS, NOTE_TYPES, NoteMeta, WikiMeta
+from ._persona import ModelConfig, ToolsConfig, parse_model_md, parse_tools_md, scaffold
+from ._units import Note, NoteDraft, WikiDraft
 from ._validate import Issue, validate_note_meta, validate_wiki_meta
+from ._vault import Vault, promote_journal_item
 
 __all__ = [
     "CONFIDENCE_LEVELS",
-    "Document",
-    "Issue",
     "NOTE_TYPES",
+    "Agent",
+    "Document",
+    "Entry",
+    "Index",
+    "Issue",
+    "JournalItem",
+    "LintReport",
+    "LogEntry",
+    "LogQueryResult",
+    "ModelConfig",
+    "Note",
+    "NoteDraft",
     "NoteMeta",
+    "ToolsConfig",
+    "Vault",
+    "WikiDraft",
     "WikiMeta",
+    "append_journal",
+    "append_log",
+    "journal_items",
+    "journal_path",
+    "lint_agent",
     "parse",
+    "parse_entry",
+    "parse_model_md",
+    "parse_tools_md",
+    "promote_journal_item",
+    "query_logs",
     "read",
     "render",
+    "scaffold",
     "validate_note_meta",
     "validate_wiki_meta",
 ]

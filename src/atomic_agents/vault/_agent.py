@@ -1,0 +1,382 @@
+"""One agent's folder: notes and wiki pages, written validated, atomic and indexed.
+
+Every mutation runs under the agent's lock and follows one path
+(:meth:`Agent._commit`): validate everything first (a refused write leaves the
+vault exactly as it was), note an intent marker, write each file atomically,
+update the INDEX in the same operation (spec check 6), fsync the folder once,
+drop the marker. If a crash lands between the note and its INDEX line, the
+marker tells the next writer (or ``validate``) which entries to roll forward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._io import FileLock, atomic_write, fsync_dir
+from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, ValidationError
+from ._frontmatter import Document, parse, read, render
+from ._index import ARCHIVE, PROMOTED, Index, _Section, section_for
+from ._names import check_agent_name, check_topic, safe_child
+from ._units import Note, NoteDraft, UnitType, order_meta
+from ._upgrade import upgrade_for_write
+from ._validate import Issue, raise_first_error, validate_note_meta, validate_wiki_meta
+
+__all__ = ["Agent"]
+
+_MARKER = ".index-pending.json"
+WIKI_SECTIONS = ["Pages", ARCHIVE]
+
+
+@dataclass
+class _Write:
+    path: Path
+    text: str
+    meta: dict[str, Any]
+    old_title: str | None
+    refresh_hook: bool
+
+
+class Agent:
+    """An agent folder under a vault root.
+
+    >>> agent = Agent(Path("agents"), "finance")  # doctest: +SKIP
+    >>> agent.new_note(NoteDraft(type="feedback", topic="debt_order", ...))  # doctest: +SKIP
+    """
+
+    def __init__(self, agents_root: str | os.PathLike[str], name: str, *, index_limit: int = 150) -> None:
+        self.agents_root = Path(agents_root)
+        self.name = check_agent_name(name)
+        self.path = self.agents_root / self.name
+        self.memory_dir = self.path / "memory"
+        self.wiki_dir = self.path / "wiki"
+        self.journal_dir = self.path / "journal"
+        self.log_dir = self.path / "log"
+        self.persona_dir = self.path / "persona"
+        self.raw_dir = self.path / "raw"
+        self.index_limit = index_limit
+        self._lock = FileLock(self.path / ".agent.lock", timeout=120, what=f"agent {self.name!r}")
+
+    def __repr__(self) -> str:
+        return f"Agent({str(self.agents_root)!r}, {self.name!r})"
+
+    # ------------------------------------------------------------------ basics
+    def exists(self) -> bool:
+        return self.path.is_dir()
+
+    def require(self) -> None:
+        if not self.exists():
+            raise NotFoundError(
+                f"agent {self.name!r} does not exist under {self.agents_root} (run: atomic-agents vault init {self.name})",
+                path=self.path,
+            )
+
+    @property
+    def title(self) -> str:
+        """Display name from IDENTITY.md's heading (``# IDENTITY — Name``), else the folder name."""
+        ident = self.persona_dir / "IDENTITY.md"
+        with contextlib.suppress(OSError):
+            with open(ident, encoding="utf-8") as fh:
+                first = fh.readline().strip()
+            for sep in ("—", "–", " - "):
+                if first.startswith("# IDENTITY") and sep in first:
+                    return first.split(sep, 1)[1].strip() or self.name
+        return self.name
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the agent's write lock (re-entrant within one object)."""
+        self.require()
+        with self._lock:
+            yield
+
+    def folder(self, unit_type: UnitType) -> Path:
+        return self.memory_dir if unit_type == "memory" else self.wiki_dir
+
+    # ----------------------------------------------------------------- reading
+    def unit_files(self, unit_type: UnitType) -> list[Path]:
+        folder = self.folder(unit_type)
+        if not folder.is_dir():
+            return []
+        return sorted(
+            p for p in folder.iterdir() if p.suffix == ".md" and not p.name.startswith((".", "INDEX")) and p.is_file()
+        )
+
+    def load(self, filename: str, unit_type: UnitType = "memory") -> Note:
+        """Read one note (``unit_type="memory"``) or wiki page; raises NotFoundError / FrontmatterParseError."""
+        path = safe_child(self.folder(unit_type), filename)
+        if not path.is_file():
+            raise NotFoundError(f"{path}: no such {'note' if unit_type == 'memory' else 'wiki page'}", path=path)
+        return Note(path, unit_type, read(path))
+
+    def get_note(self, filename: str) -> Note:
+        return self.load(_md(filename), "memory")
+
+    def get_wiki_page(self, filename: str) -> Note:
+        return self.load(_md(filename), "wiki")
+
+    def scan(self, unit_type: UnitType = "memory") -> tuple[list[Note], list[FrontmatterParseError]]:
+        """Every unit that parses, and the parse errors of those that do not (never silently dropped)."""
+        notes: list[Note] = []
+        errors: list[FrontmatterParseError] = []
+        for p in self.unit_files(unit_type):
+            try:
+                notes.append(Note(p, unit_type, read(p)))
+            except FrontmatterParseError as exc:
+                errors.append(exc)
+        return notes, errors
+
+    def list_notes(
+        self,
+        *,
+        include_superseded: bool = False,
+        type: str | None = None,
+        pinned: bool | None = None,
+        unit_type: UnitType = "memory",
+    ) -> list[Note]:
+        """Notes in filename order; superseded ones are skipped unless asked for."""
+        notes, _ = self.scan(unit_type)
+        return [
+            n
+            for n in notes
+            if (include_superseded or n.superseded_by is None)
+            and (type is None or n.type == type)
+            and (pinned is None or n.pinned == pinned)
+        ]
+
+    # ----------------------------------------------------------------- writing
+    def new_note(self, draft: NoteDraft, *, today: dt.date | None = None) -> Note:
+        """Create one note (and its INDEX entry). Refuses if the file exists."""
+        return self.create_notes([draft], today=today)[0]
+
+    def create_notes(self, drafts: Iterable[NoteDraft], *, today: dt.date | None = None) -> list[Note]:
+        """Create many notes with one INDEX update (the batch API)."""
+        return self._create(list(drafts), "memory", today or dt.date.today())
+
+    def new_wiki_page(self, draft: WikiDraft, *, today: dt.date | None = None) -> Note:
+        return self._create([draft], "wiki", today or dt.date.today())[0]
+
+    def _create(self, drafts: list[Any], unit_type: UnitType, today: dt.date) -> list[Note]:
+        with self.locked():
+            folder = self.folder(unit_type)
+            folder.mkdir(parents=True, exist_ok=True)
+            writes: list[_Write] = []
+            seen: set[str] = set()
+            supersede_old: list[tuple[str, str]] = []
+            for d in drafts:
+                check_topic(d.topic)
+                path = safe_child(folder, d.filename)
+                if path.exists() or d.filename in seen:
+                    raise ConflictError(f"{path}: already exists (update it, or supersede it with a new topic)", path=path)
+                seen.add(d.filename)
+                meta = d.meta(today)
+                writes.append(self._prepare(path, unit_type, Document(meta={}, body=""), meta, d.body, None, True))
+                if unit_type == "memory" and isinstance(d, NoteDraft) and d.supersedes:
+                    supersede_old.append((d.supersedes, d.filename))
+            for old_name, new_name in supersede_old:
+                writes.append(self._prepare_supersede_old(old_name, new_name, today))
+            self._commit(unit_type, writes, today)
+            return [Note(w.path, unit_type, parse(w.text, path=w.path)) for w in writes[: len(drafts)]]
+
+    def update(
+        self,
+        filename: str,
+        changes: dict[str, Any] | None = None,
+        *,
+        body: str | None = None,
+        unit_type: UnitType = "memory",
+        today: dt.date | None = None,
+    ) -> Note:
+        """Change frontmatter keys (``None`` removes an optional key) and/or the body.
+
+        Keys not named keep their exact lines; the body is kept byte-for-byte
+        unless given. An old-schema file is upgraded in place first.
+        """
+        today = today or dt.date.today()
+        with self.locked():
+            note = self.load(_md(filename), unit_type)
+            meta = upgrade_for_write(self.agents_root, note.meta, unit_type=unit_type, path=note.path)
+            for key, value in (changes or {}).items():
+                if value is None and key not in ("expires_at", "supersedes", "superseded_by"):
+                    meta.pop(key, None)
+                else:
+                    meta[key] = value
+            refresh = meta.get("description") != note.meta.get("description") or (
+                meta.get("superseded_by") != note.meta.get("superseded_by")
+            )
+            w = self._prepare(note.path, unit_type, note.doc, meta, body, note.name, refresh)
+            self._commit(unit_type, [w], today)
+            return Note(note.path, unit_type, parse(w.text, path=note.path))
+
+    def update_note(self, filename: str, changes: dict[str, Any] | None = None, *, body: str | None = None,
+                    today: dt.date | None = None) -> Note:
+        return self.update(filename, changes, body=body, unit_type="memory", today=today)
+
+    def touch(self, filename: str, *, today: dt.date | None = None) -> Note:
+        """Mark a note as re-confirmed: ``last_seen`` = today (spec: staleness)."""
+        today = today or dt.date.today()
+        return self.update(filename, {"last_seen": today}, today=today)
+
+    def supersede(self, old: str, new: str, *, today: dt.date | None = None) -> tuple[Note, Note]:
+        """Link ``new`` as the replacement of ``old`` (both files stay; old goes to the Archive)."""
+        today = today or dt.date.today()
+        old, new = _md(old), _md(new)
+        if old == new:
+            raise ValidationError("a note cannot supersede itself", path=old, field="supersedes", rule="supersede")
+        with self.locked():
+            new_note = self.get_note(new)
+            if new_note.supersedes not in (None, old):
+                raise ConflictError(f"{new}: already supersedes {new_note.supersedes}", path=new_note.path)
+            w_old = self._prepare_supersede_old(old, new, today)
+            meta = upgrade_for_write(self.agents_root, new_note.meta, unit_type="memory", path=new_note.path)
+            meta["supersedes"] = old
+            w_new = self._prepare(new_note.path, "memory", new_note.doc, meta, None, new_note.name, False)
+            self._commit("memory", [w_old, w_new], today)
+            return (
+                Note(w_old.path, "memory", parse(w_old.text, path=w_old.path)),
+                Note(w_new.path, "memory", parse(w_new.text, path=w_new.path)),
+            )
+
+    def _prepare_supersede_old(self, old: str, new: str, today: dt.date) -> _Write:
+        note = self.get_note(old)
+        if note.superseded_by not in (None, new):
+            raise ConflictError(f"{old}: already superseded by {note.superseded_by}", path=note.path)
+        meta = upgrade_for_write(self.agents_root, note.meta, unit_type="memory", path=note.path)
+        meta["superseded_by"] = new
+        return self._prepare(note.path, "memory", note.doc, meta, None, note.name, True)
+
+    def _prepare(
+        self,
+        path: Path,
+        unit_type: UnitType,
+        doc: Document,
+        meta: dict[str, Any],
+        body: str | None,
+        old_title: str | None,
+        refresh_hook: bool,
+    ) -> _Write:
+        if not doc.has_frontmatter:
+            meta = order_meta(meta)
+        validator = validate_note_meta if unit_type == "memory" else validate_wiki_meta
+        raise_first_error(validator(meta, filename=path.name, path=path))
+        text = render(doc, meta, body if body is not None else doc.body)
+        return _Write(path, text, meta, old_title, refresh_hook)
+
+    # ------------------------------------------------------------------- INDEX
+    def index(self, unit_type: UnitType = "memory") -> Index:
+        kind, order = ("Memory", None) if unit_type == "memory" else ("Wiki", WIKI_SECTIONS)
+        return Index.load(self.folder(unit_type), agent_title=self.title, limit=self.index_limit, kind=kind, order=order)
+
+    def _entry_for(self, meta: dict[str, Any], filename: str, unit_type: UnitType, today: dt.date) -> tuple[str, str, str]:
+        sup = meta.get("superseded_by")
+        title = meta.get("name") if isinstance(meta.get("name"), str) else filename
+        if isinstance(sup, str) and sup:
+            return title, f"superseded by {sup}, {today.isoformat()}", ARCHIVE
+        section = section_for(meta.get("type"), False) if unit_type == "memory" else "Pages"
+        return title, str(meta.get("description") or ""), section
+
+    def _commit(self, unit_type: UnitType, writes: list[_Write], today: dt.date) -> None:
+        folder = self.folder(unit_type)
+        self._recover(unit_type, today)
+        idx = self.index(unit_type)
+        for w in writes:
+            title, hook, section = self._entry_for(w.meta, w.path.name, unit_type, today)
+            idx.upsert(w.path.name, title=title, hook=hook, section=section, old_title=w.old_title,
+                       refresh_hook=w.refresh_hook)
+        index_files = idx.changed_files()
+        marker = folder / _MARKER
+        if index_files:
+            # Not fsynced on purpose: an empty or torn marker after a crash means
+            # "reconcile every entry", which is always safe (see _recover).
+            marker.write_text(json.dumps([{"file": w.path.name, "old_title": w.old_title} for w in writes]))
+        for w in writes:
+            atomic_write(w.path, w.text, sync_dir=False)
+        for name, text in index_files.items():
+            atomic_write(folder / name, text, sync_dir=False)
+        fsync_dir(folder)
+        if index_files:
+            marker.unlink()
+
+    def _recover(self, unit_type: UnitType, today: dt.date) -> bool:
+        """Roll the INDEX forward after a crash between a note write and its INDEX update."""
+        folder = self.folder(unit_type)
+        marker = folder / _MARKER
+        if not marker.exists():
+            return False
+        try:
+            pending = json.loads(marker.read_text(encoding="utf-8"))
+            items = [(p["file"], p.get("old_title")) for p in pending]
+        except (ValueError, KeyError, TypeError):
+            items = [(p.name, None) for p in self.unit_files(unit_type)]
+        idx = self.index(unit_type)
+        for filename, old_title in items:
+            path = folder / filename
+            try:
+                doc = read(path)
+            except (FileNotFoundError, FrontmatterParseError):
+                if not path.exists():
+                    idx.remove(filename, old_title)
+                continue
+            title, hook, section = self._entry_for(doc.meta, filename, unit_type, today)
+            idx.upsert(filename, title=title, hook=hook, section=section, old_title=old_title, refresh_hook=False)
+        for name, text in idx.changed_files().items():
+            atomic_write(folder / name, text, sync_dir=False)
+        fsync_dir(folder)
+        marker.unlink()
+        return True
+
+    def rebuild_index(self, unit_type: UnitType = "memory", *, today: dt.date | None = None) -> dict[str, Any]:
+        """Regenerate the INDEX from the files, keeping hand-edited hooks of existing entries.
+
+        Entries in sections no note maps to (Recently Promoted to Persona) are kept;
+        entries naming no file are dropped; the preamble is kept.
+        """
+        today = today or dt.date.today()
+        with self.locked():
+            self._recover(unit_type, today)
+            old = self.index(unit_type)
+            kept_hooks = {}
+            for section, e in old.entries():
+                kept_hooks[(section, e.filename or e.title)] = e
+            notes, errors = self.scan(unit_type)
+            fresh = Index(self.folder(unit_type), title=self.title, limit=self.index_limit, kind=old.kind, order=old.order)
+            fresh.preamble = old.preamble or [f"# {self.title} — {old.kind} Index", ""]
+            fresh.loaded = old.loaded
+            fresh.sections = [_Section(h, [""]) for h in old.order]
+            for sec in old.sections:
+                if sec.heading not in old.order or sec.heading == PROMOTED:
+                    target = fresh._section(sec.heading)
+                    target.lines = [l for l in sec.lines]
+            notes.sort(key=lambda n: (str(n.captured or ""), n.filename))
+            for n in notes:
+                title, hook, section = self._entry_for(n.meta, n.filename, unit_type, today)
+                prior = kept_hooks.get((section, n.filename)) or kept_hooks.get((section, title))
+                if prior is not None and (section != ARCHIVE or prior.hook.startswith("superseded by")):
+                    hook = prior.hook
+                fresh.upsert(n.filename, title=title, hook=hook, section=section)
+            files = fresh.changed_files()
+            for name, text in files.items():
+                atomic_write(self.folder(unit_type) / name, text, sync_dir=False)
+            fsync_dir(self.folder(unit_type))
+            return {"entries": len(notes), "files_written": sorted(files), "unreadable": [str(e) for e in errors]}
+
+    # ---------------------------------------------------------------- validate
+    def validate(self, *, today: dt.date | None = None) -> list[Issue]:
+        """Errors of every note and wiki page (spec checks 1-6), after any crash roll-forward."""
+        from ._lint import check_units
+
+        if self.exists():
+            with self.locked():
+                self._recover("memory", today or dt.date.today())
+                self._recover("wiki", today or dt.date.today())
+        return [i for i in check_units(self, strict_index=True) if i.severity == "error"]
+
+
+def _md(filename: str) -> str:
+    return filename if filename.endswith(".md") else filename + ".md"

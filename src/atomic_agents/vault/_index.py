@@ -1,0 +1,343 @@
+"""INDEX.md: the agent's sectioned, hand-editable view of its memory.
+
+The index is read as lines, and only the line of the entry being written
+changes: headings, hand-written notes and hand-shortened hooks elsewhere are
+kept verbatim. Past ``limit`` lines, the biggest sections move to
+``INDEX_<slice>.md`` sub-indexes, each leaving one pointer line in INDEX.md.
+
+Entries are read in the spec's form (``- `Title` — hook``) and in the
+reference implementation's link form (``- [Title](file.md) — hook``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._models import INDEX_SECTIONS
+
+__all__ = ["ARCHIVE", "PROMOTED", "Entry", "Index", "parse_entry", "section_for"]
+
+ARCHIVE = "Archive (superseded)"
+PROMOTED = "Recently Promoted to Persona"
+SECTION_OF_TYPE = {t: s for s, t in INDEX_SECTIONS if t}
+SLICE_OF_SECTION = {
+    "Critical Feedback": "feedback",
+    "Locked Decisions": "decisions",
+    "User Profile": "user",
+    "Active Projects": "projects",
+    "Reference": "reference",
+    PROMOTED: "promoted",
+    ARCHIVE: "archive",
+}
+SECTION_ORDER = [s for s, _ in INDEX_SECTIONS]
+DEFAULT_LIMIT = 150  # spec: "Stay under ~150 lines total before splitting into sub-indexes"
+
+_SEP = r"\s+(?:—|–|--|-)\s*"
+_TICK = re.compile(r"^\s*[-*]\s+`(?P<title>[^`]+)`(?:" + _SEP + r"(?P<hook>.*))?$")
+_LINK = re.compile(r"^\s*[-*]\s+\[(?P<title>[^\]]+)\]\((?P<file>[^)\s]+)\)(?:" + _SEP + r"(?P<hook>.*))?$")
+_WIKILINK = re.compile(r"^\s*[-*]\s+\[\[(?P<file>[^\]|]+)(?:\|(?P<title>[^\]]+))?\]\](?:" + _SEP + r"(?P<hook>.*))?$")
+_SUBINDEX = re.compile(r"^INDEX_[a-z0-9_]+\.md$")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One parsed index line."""
+
+    title: str
+    hook: str
+    filename: str | None = None  # only the link forms carry it
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.filename is not None and bool(_SUBINDEX.match(self.filename))
+
+
+def parse_entry(line: str) -> Entry | None:
+    """Parse an index line, or ``None`` if it is not an entry.
+
+    >>> parse_entry("- `Debt order` — when paying debts")
+    Entry(title='Debt order', hook='when paying debts', filename=None)
+    >>> parse_entry("- [Debt order](feedback_debt.md) — when paying debts").filename
+    'feedback_debt.md'
+    """
+    if not line.lstrip().startswith(("-", "*")):
+        return None
+    m = _TICK.match(line)
+    if m:
+        return Entry(m.group("title").strip(), (m.group("hook") or "").strip())
+    m = _LINK.match(line)
+    if m:
+        target = m.group("file").split("#", 1)[0]
+        return Entry(m.group("title").strip(), (m.group("hook") or "").strip(), os.path.basename(target))
+    m = _WIKILINK.match(line)
+    if m:
+        target = m.group("file").strip()
+        fname = target if target.endswith(".md") else target + ".md"
+        return Entry((m.group("title") or target).strip(), (m.group("hook") or "").strip(), os.path.basename(fname))
+    return None
+
+
+def format_entry(title: str, hook: str) -> str:
+    """An entry in the spec's form: ``- `Title` — hook``."""
+    title = " ".join(title.replace("`", "'").split())
+    hook = " ".join(hook.split())
+    return f"- `{title}` — {hook}" if hook else f"- `{title}`"
+
+
+def section_for(note_type: str | None, superseded: bool) -> str:
+    """Which section a note belongs in."""
+    if superseded:
+        return ARCHIVE
+    return SECTION_OF_TYPE.get(note_type or "", "Reference")
+
+
+@dataclass(eq=False)
+class _Section:
+    heading: str
+    lines: list[str] = field(default_factory=list)  # body lines (entries, hand notes, blanks)
+    external: str | None = None  # INDEX_<slice>.md holding the entries, if split
+
+
+class Index:
+    """The INDEX of one agent's ``memory/`` folder (INDEX.md plus any sub-indexes).
+
+    Load, change entries, :meth:`save`; files whose text did not change are not written.
+    """
+
+    def __init__(self, folder: Path, *, title: str = "Memory", limit: int = DEFAULT_LIMIT,
+                 kind: str = "Memory", order: list[str] | None = None) -> None:
+        self.folder = folder
+        self.kind = kind
+        self.order = order if order is not None else SECTION_ORDER
+        self.limit = limit
+        self.preamble: list[str] = []
+        self.sections: list[_Section] = []
+        self.loaded: dict[str, str] = {}  # filename -> text as read
+        self._title = title
+        self._keys: dict[str, _Section] | None = None
+
+    # ---------------------------------------------------------------- loading
+    @classmethod
+    def load(cls, folder: Path, *, agent_title: str, limit: int = DEFAULT_LIMIT, kind: str = "Memory",
+             order: list[str] | None = None) -> Index:
+        idx = cls(folder, title=agent_title, limit=limit, kind=kind, order=order)
+        main = folder / "INDEX.md"
+        if not main.exists():
+            idx.preamble = [f"# {agent_title} — {kind} Index", ""]
+            idx.sections = [_Section(h, [""]) for h in idx.order]
+            return idx
+        text = main.read_text(encoding="utf-8")
+        idx.loaded["INDEX.md"] = text
+        idx.preamble, idx.sections = _split_sections(text)
+        for sec in idx.sections:
+            pointers = [e for e in map(parse_entry, sec.lines) if e is not None and e.is_pointer]
+            for ptr in pointers:
+                sub = folder / ptr.filename  # type: ignore[operator]
+                if not sub.exists():
+                    continue
+                sub_text = sub.read_text(encoding="utf-8")
+                idx.loaded[sub.name] = sub_text
+                _, sub_sections = _split_sections(sub_text)
+                body: list[str] = []
+                for s in sub_sections:
+                    body.extend(s.lines)
+                sec.lines = [l for l in sec.lines if not _is_pointer_to(l, sub.name)] + body
+                sec.external = sub.name
+        return idx
+
+    # ---------------------------------------------------------------- queries
+    def entries(self) -> list[tuple[str, Entry]]:
+        """Every (section, entry), pointers excluded."""
+        out = []
+        for sec in self.sections:
+            for line in sec.lines:
+                e = parse_entry(line)
+                if e is not None and not e.is_pointer:
+                    out.append((sec.heading, e))
+        return out
+
+    def find(self, filename: str, title: str | None) -> tuple[_Section, int] | None:
+        """Locate the entry of a note: by link filename first, else by title."""
+        keys = self._key_map()
+        candidates = [keys.get("f:" + filename), keys.get("t:" + title) if title else None, keys.get("t:" + filename)]
+        if all(c is None for c in candidates):
+            return None  # the common case of a new note: no scan at all
+        by_title = None
+        for sec in dict.fromkeys(c for c in candidates if c is not None):
+            for i, line in enumerate(sec.lines):
+                e = parse_entry(line)
+                if e is None or e.is_pointer:
+                    continue
+                if e.filename == filename:
+                    return sec, i
+                if by_title is None and (e.title == title or (e.filename is None and e.title == filename)):
+                    by_title = (sec, i)
+        return by_title
+
+    def _key_map(self) -> dict[str, _Section]:
+        """Which section may hold a filename or title (a hint: a stale hit just scans)."""
+        if self._keys is None:
+            self._keys = {}
+            for sec in self.sections:
+                for line in sec.lines:
+                    e = parse_entry(line)
+                    if e is not None and not e.is_pointer:
+                        self._remember(e, sec)
+        return self._keys
+
+    def _remember(self, e: Entry, sec: _Section) -> None:
+        assert self._keys is not None
+        self._keys["t:" + e.title] = sec
+        if e.filename:
+            self._keys["f:" + e.filename] = sec
+
+    # -------------------------------------------------------------- mutations
+    def upsert(self, filename: str, *, title: str, hook: str, section: str, old_title: str | None = None,
+               refresh_hook: bool = True) -> bool:
+        """Put the note's entry in ``section``; return True if anything changed.
+
+        An existing entry keeps its (possibly hand-shortened) hook unless
+        ``refresh_hook`` says the description changed, and keeps the link form
+        it was written in.
+        """
+        found = self.find(filename, old_title if old_title is not None else title)
+        if found is None and old_title is not None and old_title != title:
+            found = self.find(filename, title)
+        new_line: str
+        if found is not None:
+            sec, i = found
+            old_line = sec.lines[i]
+            old = parse_entry(old_line)
+            assert old is not None
+            keep_hook = not refresh_hook and old.title == title and sec.heading == section
+            use_hook = old.hook if keep_hook else hook
+            if old.filename is not None:  # keep the reference implementation's link form
+                new_line = f"- [{title}]({old.filename})" + (f" — {' '.join(use_hook.split())}" if use_hook else "")
+            else:
+                new_line = format_entry(title, use_hook)
+            if sec.heading == section:
+                if old_line == new_line:
+                    return False
+                sec.lines[i] = new_line
+                return True
+            del sec.lines[i]
+        else:
+            new_line = format_entry(title, hook)
+        target = self._section(section)
+        _insert(target, new_line)
+        entry = parse_entry(new_line)
+        if entry is not None and self._keys is not None:
+            self._remember(entry, target)
+        return True
+
+    def remove(self, filename: str, title: str | None) -> bool:
+        found = self.find(filename, title)
+        if found is None:
+            return False
+        sec, i = found
+        del sec.lines[i]
+        return True
+
+    def _section(self, heading: str) -> _Section:
+        for sec in self.sections:
+            if sec.heading == heading:
+                return sec
+        new = _Section(heading, [""])
+        # keep the spec's order: insert before the first known section that comes later
+        order = self.order
+        rank = order.index(heading) if heading in order else len(order)
+        pos = len(self.sections)
+        for j, sec in enumerate(self.sections):
+            if sec.heading in order and order.index(sec.heading) > rank:
+                pos = j
+                break
+        self.sections.insert(pos, new)
+        return new
+
+    # ----------------------------------------------------------------- output
+    def render(self) -> dict[str, str]:
+        """Texts of INDEX.md and each sub-index, after deciding the split."""
+        self._decide_split()
+        files: dict[str, str] = {}
+        main: list[str] = list(self.preamble)
+        for sec in self.sections:
+            main.append(f"## {sec.heading}")
+            if sec.external:
+                pointer = f"- [{sec.external}]({sec.external}) — sub-index of {sec.heading}"
+                main.extend([pointer, ""])
+                body = _trim(sec.lines)
+                files[sec.external] = "\n".join(
+                    [f"# {self._title} — {self.kind} Index: {sec.heading}", "", f"## {sec.heading}", *body, ""]
+                )
+            else:
+                main.extend(sec.lines)
+        text = "\n".join(main)
+        files["INDEX.md"] = text if text.endswith("\n") else text + "\n"
+        return files
+
+    def changed_files(self) -> dict[str, str]:
+        """Files to write: those whose rendered text differs from what was read."""
+        return {name: text for name, text in self.render().items() if self.loaded.get(name) != text}
+
+    def _decide_split(self) -> None:
+        def main_lines() -> int:
+            n = len(self.preamble)
+            for s in self.sections:
+                n += 1 + (2 if s.external else len(s.lines))
+            return n
+
+        if main_lines() <= self.limit:
+            return
+        for sec in sorted((s for s in self.sections if not s.external), key=lambda s: -len(s.lines)):
+            if main_lines() <= self.limit:
+                break
+            if len(sec.lines) <= 2:
+                break
+            sec.external = f"INDEX_{SLICE_OF_SECTION.get(sec.heading, _slug(sec.heading))}.md"
+
+
+def _slug(heading: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", heading.lower()).strip("_") or "misc"
+
+
+def _is_pointer_to(line: str, name: str) -> bool:
+    e = parse_entry(line)
+    return e is not None and e.filename == name
+
+
+def _trim(lines: list[str]) -> list[str]:
+    out = list(lines)
+    while out and not out[-1].strip():
+        out.pop()
+    while out and not out[0].strip():
+        out.pop(0)
+    return out
+
+
+def _insert(sec: _Section, line: str) -> None:
+    """Append after the section's last non-blank line, keeping its trailing blank lines."""
+    i = len(sec.lines)
+    while i > 0 and not sec.lines[i - 1].strip():
+        i -= 1
+    sec.lines.insert(i, line)
+    if i == len(sec.lines) - 1:
+        sec.lines.append("")
+
+
+def _split_sections(text: str) -> tuple[list[str], list[_Section]]:
+    preamble: list[str] = []
+    sections: list[_Section] = []
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for line in lines:
+        if line.startswith("## "):
+            sections.append(_Section(line[3:].strip()))
+        elif sections:
+            sections[-1].lines.append(line)
+        else:
+            preamble.append(line)
+    return preamble, sections

@@ -1,0 +1,156 @@
+"""Run logs: one JSON object per line in ``log/YYYY-MM/YYYY-MM-DD.jsonl``.
+
+Each line is validated against the spec's required fields, written with a
+single ``O_APPEND`` write (so concurrent runs never interleave), and keeps
+optional and unknown fields as given.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from .._io import append_line
+from ..exceptions import ValidationError
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ["LogEntry", "LogQueryResult", "append_log", "query_logs"]
+
+
+class LogEntry(BaseModel):
+    """One run. Required: ts, trigger, model, input_tokens, output_tokens, status, summary."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ts: StrictStr
+    trigger: Literal["cron", "skill", "api", "manual"]
+    model: StrictStr = Field(min_length=1)
+    input_tokens: StrictInt = Field(ge=0)
+    output_tokens: StrictInt = Field(ge=0)
+    status: Literal["ok", "error", "skipped"]
+    summary: StrictStr
+    error: StrictStr | None = None
+    cost_usd: float | None = Field(default=None, ge=0)
+    cache_hit: StrictBool | None = None
+    tools_called: list[Any] | None = None
+    skill_invocation_id: StrictStr | None = None
+
+    @field_validator("ts")
+    @classmethod
+    def _aware_iso(cls, v: str) -> str:
+        try:
+            parsed = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError("must be an ISO 8601 timestamp") from None
+        if parsed.tzinfo is None:
+            raise ValueError("must carry a timezone (e.g. +00:00 or Z)")
+        return v
+
+    @property
+    def when(self) -> dt.datetime:
+        return dt.datetime.fromisoformat(self.ts.replace("Z", "+00:00"))
+
+
+def _validate(entry: dict[str, Any], where: str) -> LogEntry:
+    if not isinstance(entry, dict):
+        raise ValidationError("a log entry must be a JSON object", path=where, field="entry", rule="object")
+    try:
+        return LogEntry.model_validate(entry)
+    except PydanticValidationError as exc:
+        err = exc.errors()[0]
+        fld = str(err["loc"][0]) if err.get("loc") else None
+        rule = "required" if err["type"] == "missing" else err["type"]
+        raise ValidationError(err["msg"], path=where, field=fld, rule=rule) from None
+
+
+def log_path(agent: Agent, day: dt.date) -> Path:
+    return agent.log_dir / f"{day:%Y-%m}" / f"{day:%Y-%m-%d}.jsonl"
+
+
+def append_log(agent: Agent, entry: dict[str, Any]) -> Path:
+    """Validate and append one run; the file is chosen by the date of ``ts``.
+
+    >>> append_log(agent, {"ts": "2026-05-06T09:00:00+00:00", "trigger": "cron", "model": "m",
+    ...                    "input_tokens": 10, "output_tokens": 5, "status": "ok", "summary": "daily"})  # doctest: +SKIP
+    """
+    agent.require()
+    parsed = _validate(entry, str(agent.log_dir))
+    path = log_path(agent, parsed.when.date())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Serialise the caller's dict, not the model: unknown fields and the ts string stay as given.
+    append_line(path, json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+    return path
+
+
+@dataclass
+class LogQueryResult:
+    """Matching entries, totals, and any unreadable lines (named by file:line, never dropped silently)."""
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+
+    def totals(self) -> dict[str, Any]:
+        cost = [e.get("cost_usd") for e in self.entries if isinstance(e.get("cost_usd"), (int, float))]
+        by_status: dict[str, int] = {}
+        for e in self.entries:
+            by_status[e["status"]] = by_status.get(e["status"], 0) + 1
+        return {
+            "runs": len(self.entries),
+            "input_tokens": sum(e["input_tokens"] for e in self.entries),
+            "output_tokens": sum(e["output_tokens"] for e in self.entries),
+            "cost_usd": round(sum(cost), 6) if cost else 0.0,
+            "by_status": by_status,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entries": self.entries, "totals": self.totals(), "invalid": self.invalid}
+
+
+def query_logs(
+    agent: Agent,
+    *,
+    since: dt.date | None = None,
+    until: dt.date | None = None,
+    status: str | None = None,
+    trigger: str | None = None,
+    model: str | None = None,
+) -> LogQueryResult:
+    """Runs between two dates (inclusive), filtered by status, trigger and model."""
+    agent.require()
+    result = LogQueryResult()
+    if not agent.log_dir.is_dir():
+        return result
+    for path in sorted(agent.log_dir.glob("*/*.jsonl")):
+        try:
+            day = dt.date.fromisoformat(path.stem)
+        except ValueError:
+            result.invalid.append(f"{path}: file name is not YYYY-MM-DD.jsonl")
+            continue
+        if (since and day < since) or (until and day > until):
+            continue
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    entry = json.loads(line)
+                    _validate(entry, f"{path}:{n}")
+                except (ValueError, ValidationError) as exc:
+                    result.invalid.append(f"{path}:{n}: {exc}")
+                    continue
+                if status and entry["status"] != status:
+                    continue
+                if trigger and entry["trigger"] != trigger:
+                    continue
+                if model and entry["model"] != model:
+                    continue
+                result.entries.append(entry)
+    return result
