@@ -1,0 +1,206 @@
+"""The reference backend: a vault of markdown files under ``agents_root``.
+
+Units are ``<agents_root>/<agent>/memory/*.md`` (notes) and
+``<agents_root>/<agent>/wiki/*.md`` (wiki pages). Storage choices:
+snapshots are ``tar.gz`` archives in ``_migrations/snapshots/``; the audit
+trail is ``_migrations/migration.jsonl``; the vault lock is ``flock`` on
+``<agents_root>/.migration.lock`` (one host: ``single_host_only=True``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from .._io import FileLock, fsync_dir
+from .._schema import CURRENT_SCHEMA_VERSION
+from ..exceptions import FrontmatterParseError, MigrationError
+from ._audit import AUDIT_FILE, HISTORY_FILE, append_history, record_event
+from ._protocol import MigratableUnit
+from ._runner import RunnerMixin
+from ._scripts import list_scripts
+from ._snapshot import create_snapshot, list_snapshot_names, resolve_snapshot, restore_snapshot
+from ._types import MigrationCapabilities, MigrationEvent, MigrationSnapshotRef, MigrationStatus, UnparseableUnit
+from ._units import FileUnit, version_of
+
+__all__ = ["FilesystemMigrationBackend", "LOCK_FILE"]
+
+log = logging.getLogger("atomic_agents.migration")
+
+LOCK_FILE = ".migration.lock"
+_UNIT_DIRS = (("memory", "memory"), ("wiki", "wiki"))
+
+
+def _is_index(name: str) -> bool:
+    # MUST 2: INDEX.md / INDEX_<slice>.md are recall sidecars, not units.
+    return name == "INDEX.md" or (name.startswith("INDEX_") and name.endswith(".md"))
+
+
+class FilesystemMigrationBackend(RunnerMixin):
+    """Migrate the markdown vault at ``agents_root``.
+
+    >>> backend = FilesystemMigrationBackend("agents")  # doctest: +SKIP
+    >>> backend.run_migration(2, dry_run=True).units_touched  # doctest: +SKIP
+    12
+    """
+
+    def __init__(self, agents_root: str | os.PathLike[str]) -> None:
+        self.agents_root = Path(agents_root).expanduser().absolute()
+        self._dirty_dirs: set[Path] = set()
+
+    # MUST 6: a constant, so stable for the lifetime of the instance.
+    @property
+    def backend_id(self) -> str:
+        return "filesystem"
+
+    def capabilities(self) -> MigrationCapabilities:
+        return MigrationCapabilities(supports_transactional_rollback=True, single_host_only=True)
+
+    @property
+    def migrations_dir(self) -> Path:
+        return self.scripts_dir
+
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.migrations_dir / "snapshots"
+
+    @property
+    def audit_path(self) -> Path:
+        return self.migrations_dir / AUDIT_FILE
+
+    # -- units ----------------------------------------------------------------------
+    def _unit_paths(self) -> list[tuple[Path, str]]:
+        """(resolved path, unit_type) of every unit, each physical file once (MUST 2)."""
+        root = self.agents_root
+        if not root.is_dir():
+            return []
+        real_root = root.resolve()
+        seen: set[Path] = set()
+        out: list[tuple[Path, str]] = []
+        for agent in sorted(root.iterdir(), key=lambda p: p.name):
+            if agent.name.startswith((".", "_")) or not agent.is_dir():
+                continue  # _migrations, _dashboard, _cache, _memory, .git ...
+            for folder, unit_type in _UNIT_DIRS:
+                d = agent / folder
+                if not d.is_dir():
+                    continue
+                for f in sorted(d.iterdir(), key=lambda p: p.name):
+                    name = f.name
+                    if not name.endswith(".md") or name.startswith(".") or _is_index(name):
+                        continue
+                    real = f.resolve()
+                    if real in seen or not real.is_file():
+                        continue
+                    if not real.is_relative_to(real_root):
+                        # A snapshot could not cover it, so it is never migrated.
+                        log.warning("skipping %s: it resolves outside the vault (%s)", f, real)
+                        continue
+                    seen.add(real)
+                    out.append((real, unit_type))
+        return out
+
+    def enumerate_units(self, *, dry_run: bool = True) -> list[MigratableUnit]:
+        """Every note and wiki page once, symlinks resolved, sidecars excluded (MUST 2)."""
+        on_write = None if dry_run else self._dirty_dirs.add
+        return [FileUnit(p, t, dry_run=dry_run, on_write=on_write) for p, t in self._unit_paths()]
+
+    def _unit_filename(self, unit: MigratableUnit) -> str | None:
+        return Path(unit.unit_id).name
+
+    def _scan(self) -> tuple[dict[int, int], list[str], list[UnparseableUnit], int]:
+        by_version: dict[int, int] = {}
+        invalid: list[str] = []
+        bad: list[UnparseableUnit] = []
+        units = self.enumerate_units(dry_run=True)
+        for unit in units:
+            try:
+                meta = unit.read_frontmatter()
+            except FrontmatterParseError as exc:
+                bad.append(UnparseableUnit(unit.unit_id, exc.line, exc.message))
+                continue
+            v = version_of(meta)
+            if v is None:
+                invalid.append(unit.unit_id)
+            else:
+                by_version[v] = by_version.get(v, 0) + 1
+        return by_version, invalid, bad, len(units)
+
+    def read_schema_version(self) -> int:
+        """Minimum version over all units; a unit with no ``schema_version`` is v0 (MUST 1)."""
+        by_version, invalid, bad, total = self._scan()
+        if bad or invalid:
+            log.warning(
+                "%d unit(s) under %s yield no integer schema_version (unparseable: %s; non-integer: %s)",
+                len(bad) + len(invalid), self.agents_root, ", ".join(map(str, bad[:3])) or "-",
+                ", ".join(invalid[:3]) or "-",
+            )
+        if not by_version:
+            # Empty vault, or nothing readable: "no safe forward migration available".
+            return CURRENT_SCHEMA_VERSION
+        return min(by_version)
+
+    def status(self) -> MigrationStatus:
+        """Version, per-version counts (legacy = 0), unparseable units by file and line."""
+        by_version, invalid, bad, total = self._scan()
+        return MigrationStatus(
+            agents_root=str(self.agents_root),
+            package_version=CURRENT_SCHEMA_VERSION,
+            vault_version=min(by_version) if by_version else CURRENT_SCHEMA_VERSION,
+            units=total,
+            by_version=dict(sorted(by_version.items())),
+            invalid_version=tuple(invalid),
+            unparseable=tuple(bad),
+            scripts=tuple(list_scripts(self.migrations_dir)),
+            snapshots=len(list_snapshot_names(self.snapshots_dir)),
+        )
+
+    # -- snapshots --------------------------------------------------------------------
+    def snapshot(self, target_version: int) -> MigrationSnapshotRef:
+        """``_migrations/snapshots/YYYY-MM-DDTHHMMSS_pre_v{N}_migration.tar.gz`` (MUST 4)."""
+        path = create_snapshot(self.agents_root, self.snapshots_dir, target_version)
+        return MigrationSnapshotRef(backend_id=self.backend_id, snapshot_id=path.name)
+
+    def restore(self, ref: MigrationSnapshotRef) -> None:
+        """Stage the whole archive, then rename captured files back; nothing else is touched (MUST 4)."""
+        ref = self._coerce_ref(ref)
+        if ref.backend_id != self.backend_id:
+            raise MigrationError(f"snapshot {ref.snapshot_id} belongs to backend {ref.backend_id!r}, not {self.backend_id!r}")
+        archive = resolve_snapshot(self.snapshots_dir, ref.snapshot_id)
+        restore_snapshot(self.agents_root, archive, self.migrations_dir)
+
+    def list_snapshots(self) -> list[MigrationSnapshotRef]:
+        """Every snapshot, oldest first."""
+        return [MigrationSnapshotRef(self.backend_id, n) for n in list_snapshot_names(self.snapshots_dir)]
+
+    def snapshot_path(self, ref: MigrationSnapshotRef | str) -> Path:
+        return resolve_snapshot(self.snapshots_dir, self._coerce_ref(ref).snapshot_id)
+
+    # -- hooks of the runner ----------------------------------------------------------
+    def _lock(self) -> contextlib.AbstractContextManager[Any]:
+        return FileLock(self.agents_root / LOCK_FILE, timeout=0, what="the migration lock")
+
+    def _record_event(self, event: MigrationEvent) -> None:
+        record_event(self.audit_path, event)
+
+    def _record_history(self, line: str) -> None:
+        append_history(self.migrations_dir / HISTORY_FILE, line)
+
+    def _flush(self) -> None:
+        # Each write was temp + fsync + rename; the renames become durable here, once per folder.
+        dirs = sorted(self._dirty_dirs)
+        self._dirty_dirs.clear()
+        for d in dirs:
+            fsync_dir(d)
+
+    def _describe_ref(self, ref: MigrationSnapshotRef) -> str:
+        path = self.snapshots_dir / ref.snapshot_id
+        root = str(self.agents_root)
+        quoted = root if all(c.isalnum() or c in "/._-" for c in root) else "'" + root.replace("'", "'\\''") + "'"
+        return (
+            f"Snapshot created: {path}\n"
+            f"If this migration is interrupted, run: python -m atomic_agents.migrate "
+            f"--rollback {ref.snapshot_id} --agents-root {quoted}"
+        )

@@ -1,0 +1,246 @@
+"""Snapshots of a vault as ``tar.gz``, and the restore that only puts back what they hold.
+
+What a snapshot leaves out (spec: "excluding caches, logs, and other
+regeneratable artifacts"): ``_migrations/`` (scripts, snapshots, audit),
+``_dashboard/``, ``_cache/``, the memory store's ``_memory/`` (a live SQLite
+file is never tarred; the store has its own export), every dot-entry
+(``.git/``, ``.migration.lock``, atomic-write temp files), ``log/`` folders and
+``*.jsonl`` run logs.
+
+Restore (spec MUST 4) never swaps the vault wholesale: the archive is first
+extracted in full to a staging folder on the same filesystem, and its gzip CRC
+checked, so a corrupt archive or a failure mid-extract leaves the live vault
+untouched. Only then is each captured file renamed over its live path (each
+rename atomic). Anything the snapshot did not capture (logs, ``.git/``,
+caches, files created since) is left exactly as it is. If the process dies
+during the swap, running the same rollback again finishes it: the staging
+copy is complete before the first live file changes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import os
+import re
+import shutil
+import stat
+import tarfile
+from pathlib import Path, PurePosixPath
+
+from .._io import fsync_dir
+from ..exceptions import MigrationError, MigrationSnapshotNotFound
+
+__all__ = [
+    "SNAPSHOT_NAME",
+    "create_snapshot",
+    "is_excluded",
+    "list_snapshot_names",
+    "resolve_snapshot",
+    "restore_snapshot",
+]
+
+SNAPSHOT_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{6}_pre_v\d+_migration(?:-\d+)?\.tar\.gz$")
+
+_TOP_EXCLUDED = frozenset({"_migrations", "_dashboard", "_cache", "_memory"})
+_DIR_EXCLUDED = frozenset({"_cache", "__pycache__", "log", "logs"})
+_SUFFIX_EXCLUDED = (".jsonl", ".tmp", ".pyc", ".lock", ".db", ".db-wal", ".db-shm", ".sqlite", ".sqlite3")
+# Temp files of _io.atomic_write: ".<name>.<pid>.<ns>.tmp".
+_ATOMIC_TMP = re.compile(r"^\.(?P<name>.+)\.\d+\.\d+\.tmp$")
+_COMPRESSLEVEL = 6  # gzip's own default: the same trade-off as `tar czf`
+
+
+def is_excluded(parts: tuple[str, ...], *, is_dir: bool) -> bool:
+    """Whether a vault-relative path (as parts) is left out of snapshots."""
+    if not parts:
+        return False
+    if parts[0] in _TOP_EXCLUDED:
+        return True
+    if any(p.startswith(".") for p in parts):
+        return True
+    if is_dir:
+        return parts[-1] in _DIR_EXCLUDED
+    if any(p in _DIR_EXCLUDED for p in parts[:-1]):
+        return True
+    return parts[-1].endswith(_SUFFIX_EXCLUDED)
+
+
+def _walk(root: Path) -> list[tuple[str, str]]:
+    """(relative posix path, absolute path) of every captured file or symlink, sorted."""
+    out: list[tuple[str, str]] = []
+    root_s = str(root)
+    for dirpath, dirnames, filenames in os.walk(root_s):
+        rel_dir = os.path.relpath(dirpath, root_s)
+        base = () if rel_dir == "." else tuple(PurePosixPath(rel_dir.replace(os.sep, "/")).parts)
+        keep: list[str] = []
+        for d in sorted(dirnames):
+            if is_excluded(base + (d,), is_dir=True):
+                continue
+            full = os.path.join(dirpath, d)
+            if os.path.islink(full):  # a symlinked folder is stored as the link, not walked twice
+                out.append(("/".join(base + (d,)), full))
+                continue
+            keep.append(d)
+        dirnames[:] = keep
+        for f in sorted(filenames):
+            if not is_excluded(base + (f,), is_dir=False):
+                out.append(("/".join(base + (f,)), os.path.join(dirpath, f)))
+    out.sort()
+    return out
+
+
+def _snapshot_name(snapshots_dir: Path, target_version: int, now: dt.datetime | None) -> str:
+    stamp = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%dT%H%M%S")
+    name = f"{stamp}_pre_v{target_version}_migration.tar.gz"
+    n = 1
+    while (snapshots_dir / name).exists():
+        n += 1
+        name = f"{stamp}_pre_v{target_version}_migration-{n}.tar.gz"
+    return name
+
+
+def create_snapshot(root: Path, snapshots_dir: Path, target_version: int, *, now: dt.datetime | None = None) -> Path:
+    """Write ``snapshots/YYYY-MM-DDTHHMMSS_pre_v{N}_migration.tar.gz`` durably and return its path.
+
+    The archive is written under a temp name and renamed when complete, so a
+    crash never leaves a half archive under a snapshot name.
+    """
+    snapshots_dir.mkdir(parents=True, exist_ok=True)
+    name = _snapshot_name(snapshots_dir, target_version, now)
+    final = snapshots_dir / name
+    tmp = snapshots_dir / f".{name}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as raw:
+            with tarfile.open(fileobj=raw, mode="w:gz", compresslevel=_COMPRESSLEVEL, format=tarfile.PAX_FORMAT) as tar:
+                for rel, full in _walk(root):
+                    _add(tar, rel, full)
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(snapshots_dir)
+    return final
+
+
+def _add(tar: tarfile.TarFile, rel: str, full: str) -> None:
+    # Built by hand rather than tar.add(): no per-file passwd/group lookups, and
+    # the size comes from the open descriptor, so a file growing meanwhile cannot
+    # corrupt the archive.
+    info = tarfile.TarInfo(rel)
+    st = os.lstat(full)
+    info.mtime = int(st.st_mtime)
+    info.mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISLNK(st.st_mode):
+        info.type = tarfile.SYMTYPE
+        info.linkname = os.readlink(full)
+        tar.addfile(info)
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return  # sockets, fifos: not vault content
+    with open(full, "rb") as fh:
+        info.size = os.fstat(fh.fileno()).st_size
+        tar.addfile(info, fh)
+
+
+def list_snapshot_names(snapshots_dir: Path) -> list[str]:
+    """Snapshot file names, oldest first."""
+    if not snapshots_dir.is_dir():
+        return []
+    return sorted(p.name for p in snapshots_dir.iterdir() if SNAPSHOT_NAME.match(p.name) and p.is_file())
+
+
+def resolve_snapshot(snapshots_dir: Path, snapshot_id: str) -> Path:
+    """The archive named ``snapshot_id`` (a bare name or any path ending in it) in ``snapshots_dir``."""
+    name = PurePosixPath(str(snapshot_id).replace(os.sep, "/")).name
+    path = snapshots_dir / name
+    if not name or not path.is_file():
+        raise MigrationSnapshotNotFound(f"no snapshot named {name!r} in {snapshots_dir}")
+    return path
+
+
+def restore_snapshot(root: Path, archive: Path, staging_parent: Path) -> int:
+    """Put every file captured in ``archive`` back under ``root``; return how many changed.
+
+    Raises :class:`MigrationError` (live vault untouched) if the archive is
+    corrupt, truncated, or holds a path outside the vault.
+    """
+    staging_parent.mkdir(parents=True, exist_ok=True)
+    staging = staging_parent / f".restore-{os.getpid()}-{os.urandom(4).hex()}"
+    staging.mkdir()
+    try:
+        _extract(archive, staging)
+        return _swap(root, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _extract(archive: Path, staging: Path) -> None:
+    try:
+        with gzip.open(archive, "rb") as gz:
+            with tarfile.open(fileobj=gz, mode="r:") as tar:
+                members = tar.getmembers()
+                for m in members:
+                    parts = PurePosixPath(m.name).parts
+                    if m.name.startswith("/") or ".." in parts or not (m.isfile() or m.issym() or m.isdir()):
+                        raise MigrationError(f"snapshot {archive.name} holds an unsafe entry {m.name!r}")
+                    if is_excluded(parts, is_dir=m.isdir()):
+                        raise MigrationError(f"snapshot {archive.name} holds {m.name!r}, which restore never touches")
+                tar.extractall(staging, members=members, filter="tar")
+            # Read to the end so gzip checks its CRC and length trailer.
+            while gz.read(1 << 20):
+                pass
+    except MigrationError:
+        raise
+    except (OSError, EOFError, tarfile.TarError, gzip.BadGzipFile) as exc:
+        raise MigrationError(f"snapshot {archive.name} is unreadable ({type(exc).__name__}: {exc}); the vault was not touched") from exc
+
+
+def _swap(root: Path, staging: Path) -> int:
+    changed = 0
+    touched_dirs: set[str] = set()
+    captured: dict[str, set[str]] = {}
+    for dirpath, dirnames, filenames in os.walk(staging):
+        rel_dir = os.path.relpath(dirpath, staging)
+        live_dir = os.path.normpath(os.path.join(root, rel_dir))
+        names = filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        for name in names:
+            src = os.path.join(dirpath, name)
+            dst = os.path.join(live_dir, name)
+            captured.setdefault(live_dir, set()).add(name)
+            if _same_entry(src, dst):
+                continue
+            os.makedirs(live_dir, exist_ok=True)
+            if os.path.isdir(dst) and not os.path.islink(dst):
+                raise MigrationError(f"cannot restore {dst}: a folder now stands where the snapshot has a file")
+            os.replace(src, dst)
+            touched_dirs.add(live_dir)
+            changed += 1
+    # Debris of writes killed mid-way (atomic_write temp files next to captured files).
+    for live_dir, names in captured.items():
+        try:
+            entries = os.listdir(live_dir)
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            m = _ATOMIC_TMP.match(entry)
+            if m and m.group("name") in names:
+                os.unlink(os.path.join(live_dir, entry))
+                touched_dirs.add(live_dir)
+    for d in touched_dirs:
+        fsync_dir(d)
+    return changed
+
+
+def _same_entry(src: str, dst: str) -> bool:
+    try:
+        s, d = os.lstat(src), os.lstat(dst)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(s.st_mode) or stat.S_ISLNK(d.st_mode):
+        return stat.S_ISLNK(s.st_mode) and stat.S_ISLNK(d.st_mode) and os.readlink(src) == os.readlink(dst)
+    if not (stat.S_ISREG(s.st_mode) and stat.S_ISREG(d.st_mode)) or s.st_size != d.st_size:
+        return False
+    with open(src, "rb") as a, open(dst, "rb") as b:
+        return a.read() == b.read()

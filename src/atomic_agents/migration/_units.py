@@ -1,0 +1,197 @@
+"""Unit handles: a file on disk, or a frontmatter mapping in memory.
+
+:class:`FileUnit` is what the filesystem backend hands to scripts;
+:class:`MemoryUnit` is the in-memory handle the single-file upgrade hook
+(:func:`atomic_agents.migration.upgrade_meta`) and non-file backends use. Both
+satisfy :class:`~atomic_agents.migration.MigratableUnit`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .._io import atomic_write
+from .._schema import LEGACY_SCHEMA_VERSION
+from ..vault import _frontmatter as fm
+from ._types import UnitChange
+
+__all__ = ["FileUnit", "MemoryUnit", "diff_meta", "version_of"]
+
+_MISSING = object()
+
+
+def version_of(meta: dict[str, Any]) -> int | None:
+    """The unit's schema version: ``0`` when the key is absent (legacy), None if not an integer."""
+    value = meta.get("schema_version", _MISSING)
+    if value is _MISSING:
+        return LEGACY_SCHEMA_VERSION
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+class FileUnit:
+    """A note or wiki page file. ``unit_id`` is its resolved absolute path.
+
+    Reads are cached (one parse per unit per run); a dry-run handle keeps what
+    the script wrote in memory, so a later script of the same chain sees it and
+    the dry run can report the per-key change, while the file is never touched.
+
+    ``on_write`` lets the backend batch directory fsyncs: each write is still
+    temp + fsync + rename (MUST 3); the rename is made durable once per folder.
+    """
+
+    __slots__ = ("_path", "_unit_type", "_dry_run", "_doc", "_text", "_pending", "_original", "_on_write")
+
+    def __init__(
+        self,
+        path: str | Path,
+        unit_type: str,
+        *,
+        dry_run: bool = True,
+        on_write: Callable[[Path], None] | None = None,
+    ) -> None:
+        self._path = Path(path)
+        self._unit_type = unit_type
+        self._dry_run = dry_run
+        self._doc: fm.Document | None = None
+        self._text: str | None = None
+        self._pending: dict[str, Any] | None = None
+        self._original: dict[str, Any] | None = None
+        self._on_write = on_write
+
+    @property
+    def unit_id(self) -> str:
+        return str(self._path)
+
+    @property
+    def unit_type(self) -> str:
+        return self._unit_type
+
+    @property
+    def dry_run(self) -> bool:
+        return self._dry_run
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def _document(self) -> fm.Document:
+        if self._doc is None:
+            if self._text is None:
+                with open(self._path, encoding="utf-8", newline="") as fh:
+                    self._text = fh.read()
+            self._doc = fm.parse(self._text, path=self._path)
+            if self._original is None:
+                self._original = copy.deepcopy(self._doc.meta)
+        return self._doc
+
+    def read_frontmatter(self) -> dict[str, Any]:
+        """A deep copy of the frontmatter (raises ``FrontmatterParseError`` with the line)."""
+        if self._pending is not None:
+            return copy.deepcopy(self._pending)
+        return copy.deepcopy(self._document().meta)
+
+    def write_frontmatter(self, meta: dict[str, Any]) -> None:
+        """Smallest-diff render + atomic write (MUST 3); dry run: kept in memory only."""
+        if not isinstance(meta, dict):
+            raise TypeError(f"write_frontmatter expects a dict, got {type(meta).__name__}")
+        doc = self._document()
+        if self._dry_run:
+            self._pending = copy.deepcopy(meta)
+            return
+        text = fm.render(doc, meta)
+        atomic_write(self._path, text, sync_dir=self._on_write is None)
+        if self._on_write is not None:
+            self._on_write(self._path.parent)
+        # The next read parses what we wrote, so MUST 7 checks the bytes on disk.
+        self._text, self._doc = text, None
+
+    def original_meta(self) -> dict[str, Any] | None:
+        """The frontmatter as first read, before any script ran."""
+        return self._original
+
+    def pending_meta(self) -> dict[str, Any] | None:
+        """What a dry run would have written (None if nothing)."""
+        return self._pending
+
+
+class MemoryUnit:
+    """A unit held in memory: writes replace the held mapping, nothing touches disk.
+
+    >>> u = MemoryUnit("note-1", "memory", {"name": "x"})
+    >>> u.write_frontmatter({"name": "y", "schema_version": 1}); u.read_frontmatter()["name"]
+    'y'
+    """
+
+    __slots__ = ("_unit_id", "_unit_type", "_dry_run", "_meta", "_pending", "_original")
+
+    def __init__(self, unit_id: str, unit_type: str, meta: dict[str, Any], *, dry_run: bool = False) -> None:
+        self._unit_id = unit_id
+        self._unit_type = unit_type
+        self._dry_run = dry_run
+        self._meta = copy.deepcopy(meta)
+        self._original = copy.deepcopy(meta)
+        self._pending: dict[str, Any] | None = None
+
+    @property
+    def unit_id(self) -> str:
+        return self._unit_id
+
+    @property
+    def unit_type(self) -> str:
+        return self._unit_type
+
+    @property
+    def dry_run(self) -> bool:
+        return self._dry_run
+
+    def read_frontmatter(self) -> dict[str, Any]:
+        return copy.deepcopy(self._pending if self._pending is not None else self._meta)
+
+    def write_frontmatter(self, meta: dict[str, Any]) -> None:
+        if not isinstance(meta, dict):
+            raise TypeError(f"write_frontmatter expects a dict, got {type(meta).__name__}")
+        if self._dry_run:
+            self._pending = copy.deepcopy(meta)
+        else:
+            self._meta = copy.deepcopy(meta)
+
+    def original_meta(self) -> dict[str, Any]:
+        return self._original
+
+    def pending_meta(self) -> dict[str, Any] | None:
+        return self._pending
+
+
+def diff_meta(
+    unit_id: str, unit_type: str, before: dict[str, Any], after: dict[str, Any], scripts: tuple[str, ...] = ()
+) -> UnitChange:
+    """Keys added, removed, renamed (a removed key whose value reappears under a new key) and changed."""
+    removed = [k for k in before if k not in after]
+    added = [k for k in after if k not in before]
+    renamed: list[tuple[str, str]] = []
+    for old in list(removed):
+        for new in added:
+            if before[old] == after[new]:
+                renamed.append((str(old), str(new)))
+                removed.remove(old)
+                added.remove(new)
+                break
+    changed = [k for k in before if k in after and not _same(before[k], after[k])]
+    return UnitChange(
+        unit_id=unit_id,
+        unit_type=unit_type,
+        added=tuple(map(str, added)),
+        removed=tuple(map(str, removed)),
+        renamed=tuple(renamed),
+        changed=tuple(map(str, changed)),
+        scripts=scripts,
+    )
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
