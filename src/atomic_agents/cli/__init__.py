@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 
-import click
 import typer
 
 from ..exceptions import AtomicAgentsError, ValidationError
@@ -33,20 +32,17 @@ register_migrate(app)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``atomic-agents`` script."""
+    """Entry point of the ``atomic-agents`` script.
+
+    Click's standalone mode handles usage errors (exit 2) and help; anything
+    derived from :class:`AtomicAgentsError` becomes one line on stderr, exit 1.
+    """
     wants_json = "--json" in (argv if argv is not None else sys.argv[1:])
     try:
-        rv = app(args=argv, prog_name="atomic-agents", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        sys.exit(130)
+        app(args=argv, prog_name="atomic-agents", standalone_mode=True)
     except AtomicAgentsError as exc:
         if wants_json:
-            payload = {"error": type(exc).__name__, "message": str(exc)}
+            payload: dict[str, object] = {"error": type(exc).__name__, "message": str(exc)}
             if isinstance(exc, ValidationError):
                 payload.update({k: v for k, v in exc.to_dict().items() if v is not None})
             sys.stdout.write(json.dumps(payload) + "\n")
@@ -54,4 +50,3 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
-    sys.exit(rv if isinstance(rv, int) else 0)
