@@ -1,0 +1,61 @@
+"""Durable memories with keyword, semantic and hybrid recall (eden-memory compatible).
+
+Knows nothing of the vault or ATP: it stores text + JSON metadata under a
+four-part scope and finds it again.
+
+>>> from atomic_agents.memory import InMemoryMemoryStore, HashingEmbedder, Scope
+>>> store = InMemoryMemoryStore(embedder=HashingEmbedder())
+>>> scope = Scope("builder", "alice", org_id="acme", workspace_id="acme/web")
+>>> mid = store.remember("Billing deploy went green", {"goal_id": "g1"}, scope)
+>>> [h.id == mid for h in store.search("billing deploy", scope)]
+[True]
+
+The default store is SQLite with the local MiniLM model: :func:`open_store`.
+"""
+
+from __future__ import annotations
+
+from ._embed import BaseEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder, content_hash, default_embedder, embedder_from_name
+from ._fake import InMemoryMemoryStore
+from ._models import MAX_CONTENT_CHARS, MAX_LIMIT, MAX_METADATA_BYTES, Health, Hit, Memory, PruneReport, Scope, ScopeFilter
+from ._scoring import KEYWORD_FLOOR
+from ._secrets import check_no_secrets, find_secret
+from ._sqlite import SQLiteMemoryStore
+from ._sqlite_schema import SCHEMA_VERSION
+from ._store import UNSET, MemoryStore, default_db_path, open_store
+from ._transfer import export_jsonl, import_jsonl
+
+#: ATP's relevance floor (spec: "a memory counts as relevant at score >= 0.45").
+RELEVANCE_FLOOR = 0.45
+
+__all__ = [
+    "KEYWORD_FLOOR",
+    "MAX_CONTENT_CHARS",
+    "MAX_LIMIT",
+    "MAX_METADATA_BYTES",
+    "RELEVANCE_FLOOR",
+    "SCHEMA_VERSION",
+    "UNSET",
+    "BaseEmbedder",
+    "Embedder",
+    "HashingEmbedder",
+    "Health",
+    "Hit",
+    "InMemoryMemoryStore",
+    "Memory",
+    "MemoryStore",
+    "MiniLMEmbedder",
+    "PruneReport",
+    "SQLiteMemoryStore",
+    "Scope",
+    "ScopeFilter",
+    "check_no_secrets",
+    "content_hash",
+    "default_db_path",
+    "default_embedder",
+    "embedder_from_name",
+    "export_jsonl",
+    "find_secret",
+    "import_jsonl",
+    "open_store",
+]

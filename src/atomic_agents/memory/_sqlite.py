@@ -1,0 +1,655 @@
+"""The default backend: one SQLite file (WAL), FTS5 keyword search, exact vector search.
+
+Vectors live in the ``embedding`` column (float32 blobs) and, for search, in a
+:class:`VectorIndex` held in memory. Every write bumps ``rev`` on the rows it
+touches; before a semantic search the store checks ``PRAGMA data_version`` and,
+if another connection committed, pulls rows with ``rev`` above what it has seen.
+Hard deletes and reindexing bump ``store_meta.epoch``, which forces a full reload.
+
+>>> store = SQLiteMemoryStore("/tmp/x.db", embedder=HashingEmbedder())  # doctest: +SKIP
+>>> mid = store.remember("Deploy went green", {"goal_id": "g1"}, Scope("builder", "alice"))  # doctest: +SKIP
+>>> store.search("deploy", Scope("builder", "alice"))[0].id == mid  # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import EmbedderMismatchError, NotFoundError, StoreError, ValidationError
+from ._base import check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new
+from ._embed import Embedder, content_hash
+from ._models import (
+    Health,
+    Hit,
+    Memory,
+    PruneReport,
+    Scope,
+    ScopeFilter,
+    check_filters,
+    check_id,
+    check_limit,
+    check_query,
+)
+from ._scoring import fts_query, fuse, keyword_scores, semantic_score
+from ._secrets import check_no_secrets
+from ._sqlite_schema import SCHEMA_VERSION, _with_retry, connect, ensure_schema, write_txn
+from ._store import UNSET, Progress
+from ._vectors import VectorIndex
+
+__all__ = ["SQLiteMemoryStore"]
+
+_COLS = (
+    "m.seq, m.id, m.content, m.metadata, m.agent_id, m.user_id, m.org_id, m.workspace_id, "
+    "m.created_at, m.updated_at, m.expires_at, m.deleted_at"
+)
+_LIVE = "m.deleted_at = 0 AND (m.expires_at IS NULL OR m.expires_at > ?)"
+_SCOPE = "m.agent_id = ? AND m.user_id = ? AND m.org_id = ? AND m.workspace_id = ?"
+
+
+def _memory(row: Sequence[Any]) -> Memory:
+    return Memory(
+        id=row[1],
+        content=row[2],
+        metadata=json.loads(row[3]),
+        agent_id=row[4],
+        user_id=row[5],
+        org_id=row[6],
+        workspace_id=row[7],
+        created_at=row[8],
+        updated_at=row[9],
+        expires_at=row[10],
+        deleted_at=row[11] or None,
+    )
+
+
+def _blob(vec: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
+
+
+def _next_rev(c: sqlite3.Connection) -> int:
+    return int(c.execute("SELECT coalesce(max(rev), 0) + 1 FROM memories").fetchone()[0])
+
+
+def _tag_clause(filters: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """Equality on scalar metadata keys via the ``memory_tags`` index."""
+    sql, params = [], []
+    for key, value in filters.items():
+        if isinstance(value, (dict, list)):
+            continue  # not indexable; checked in Python afterwards
+        sql.append(" AND m.seq IN (SELECT seq FROM memory_tags WHERE key = ? AND value IS ?)")
+        params += [key, int(value) if isinstance(value, bool) else value]
+    return "".join(sql), params
+
+
+def _needs_python_check(filters: Mapping[str, Any]) -> bool:
+    return any(isinstance(v, (dict, list, bool)) for v in filters.values())
+
+
+class SQLiteMemoryStore:
+    """A :class:`~atomic_agents.memory.MemoryStore` in one SQLite file; safe for many processes."""
+
+    persistent = True
+    backend = "sqlite"
+
+    def __init__(self, path: str | os.PathLike[str], *, embedder: Embedder) -> None:
+        self.path = Path(path)
+        self.embedder = embedder
+        self._lock = threading.RLock()
+        self._conn = connect(self.path)
+        ensure_schema(self._conn, embedder.model_id, embedder.dimension)
+        self._index: VectorIndex | None = None
+        self._index_model: str | None = None
+        self._synced_rev = 0
+        self._data_version = -1
+        self._epoch = ""
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        try:
+            return _with_retry(lambda: self._conn.execute(sql, params).fetchall())
+        except sqlite3.Error as exc:
+            raise StoreError(f"memory store read failed: {exc}") from exc
+
+    def _meta(self) -> dict[str, str]:
+        return dict(self._read("SELECT key, value FROM store_meta"))
+
+    def _stored_model(self) -> tuple[str, int]:
+        meta = self._meta()
+        return meta["embedder"], int(meta["dimension"])
+
+    def _require_model(self) -> None:
+        stored, _ = self._stored_model()
+        if stored != self.embedder.model_id:
+            raise EmbedderMismatchError(
+                f"this store's vectors come from {stored!r}, the current embedder is "
+                f"{self.embedder.model_id!r}; run `atomic-agents memory reindex` first",
+                stored=stored,
+                current=self.embedder.model_id,
+            )
+
+    def _vectors_for(self, contents: Sequence[str], progress: Any = None) -> list[tuple[str, np.ndarray]]:
+        """(hash, vector) per content; reuses stored vectors of equal content, embeds the rest once."""
+        hashes = [content_hash(t) for t in contents]
+        known: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(hashes))
+        for start in range(0, len(unique), 500):
+            part = unique[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for h, blob in self._read(
+                f"SELECT content_hash, embedding FROM memories WHERE content_hash IN ({marks}) "
+                "AND embedder = ? AND embedding IS NOT NULL",
+                [*part, self.embedder.model_id],
+            ):
+                known.setdefault(h, np.frombuffer(blob, dtype=np.float32))
+        todo = {h: t for h, t in zip(hashes, contents, strict=True) if h not in known}
+        if todo:
+            vecs = embed_texts(self.embedder, list(todo.values()), progress=progress)
+            known.update(zip(todo.keys(), vecs, strict=True))
+        return [(h, known[h]) for h in hashes]
+
+    def _insert(self, c: sqlite3.Connection, mem: Memory, h: str, vec: np.ndarray | None, rev: int) -> None:
+        c.execute(
+            "INSERT INTO memories (id, content, metadata, agent_id, user_id, org_id, workspace_id, created_at,"
+            " updated_at, expires_at, deleted_at, content_hash, embedder, embedding, rev)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                mem.id, mem.content, json.dumps(mem.metadata, ensure_ascii=False), mem.agent_id, mem.user_id,
+                mem.org_id, mem.workspace_id, mem.created_at, mem.updated_at, mem.expires_at,
+                mem.deleted_at or 0, h, self.embedder.model_id if vec is not None else None,
+                _blob(vec) if vec is not None else None, rev,
+            ),
+        )  # fmt: skip
+
+    # -- keeping the vector matrix in step ---------------------------------------------
+
+    def _sync(self, *, force: bool = False) -> VectorIndex:
+        with self._lock:
+            dv = int(self._read("PRAGMA data_version")[0][0])
+            if self._index is not None and not force and dv == self._data_version:
+                return self._index
+            self._data_version = dv
+            meta = self._meta()
+            if self._index is None or meta.get("epoch") != self._epoch or meta["embedder"] != self._index_model:
+                self._full_load(meta)
+            else:
+                self._pull()
+            assert self._index is not None
+            return self._index
+
+    def _full_load(self, meta: dict[str, str]) -> None:
+        model, dim = meta["embedder"], int(meta["dimension"])
+        index = VectorIndex(dim)
+        # max(rev) first: a commit landing between the two reads is pulled (again) next
+        # time, which is idempotent, instead of being skipped.
+        top = self._read("SELECT coalesce(max(rev), 0) FROM memories")[0][0]
+        rows = self._read(
+            "SELECT seq, agent_id, user_id, org_id, workspace_id, expires_at, embedding FROM memories"
+            " WHERE deleted_at = 0 AND embedder = ? AND embedding IS NOT NULL ORDER BY seq",
+            [model],
+        )
+        if rows:
+            keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            vecs = np.frombuffer(b"".join(r[6] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+            index.upsert_many(keys, vecs, [(r[1], r[2], r[3], r[4]) for r in rows], [r[5] for r in rows])
+        self._synced_rev = int(top)
+        self._index, self._index_model, self._epoch = index, model, meta.get("epoch", "0")
+
+    def _pull(self) -> None:
+        assert self._index is not None
+        rows = self._read(
+            "SELECT seq, agent_id, user_id, org_id, workspace_id, expires_at, deleted_at, embedder, embedding, rev"
+            " FROM memories WHERE rev > ? ORDER BY rev",
+            [self._synced_rev],
+        )
+        for seq, a, u, o, w, exp, deleted, model, blob, rev in rows:
+            if deleted or model != self._index_model or blob is None:
+                self._index.remove(seq)
+            else:
+                self._index.upsert(seq, np.frombuffer(blob, dtype=np.float32), (a, u, o, w), exp)
+            self._synced_rev = max(self._synced_rev, rev)
+
+    def _after_write(self) -> None:
+        if self._index is not None:
+            self._sync(force=True)
+
+    # -- writes ------------------------------------------------------------------------
+
+    def remember(
+        self, content: str, metadata: Mapping[str, Any] | None, scope: Scope, *, ttl_ms: int | None = None
+    ) -> str:
+        """Store one memory; returns its id once it is committed to disk."""
+        return self.remember_many([(content, metadata)], scope, ttl_ms=ttl_ms)[0]
+
+    def remember_many(
+        self,
+        items: Sequence[tuple[str, Mapping[str, Any] | None]],
+        scope: Scope,
+        *,
+        ttl_ms: int | None = None,
+        progress: Progress | None = None,
+    ) -> list[str]:
+        """Store many memories in one transaction: all of them or (on any bad item) none."""
+        now = time.time()
+        mems = [prepare_new(c, m, scope, ttl_ms, now=now) for c, m in items]
+        total = len(mems)
+        vectors = self._vectors_for(
+            [m.content for m in mems], progress=(lambda n: progress(n, total)) if progress else None
+        )
+
+        def tx(c: sqlite3.Connection) -> None:
+            rev = _next_rev(c)
+            for mem, (h, vec) in zip(mems, vectors, strict=True):
+                self._insert(c, mem, h, vec, rev)
+
+        with self._lock:
+            write_txn(self._conn, tx)
+            self._after_write()
+        return [m.id for m in mems]
+
+    def _current(self, memory_id: str, *, include_expired: bool = False) -> Memory:
+        rows = self._read(f"SELECT {_COLS} FROM memories m WHERE m.id = ? AND m.deleted_at = 0", [memory_id])
+        if not rows or (not include_expired and not _memory(rows[0]).is_live()):
+            raise NotFoundError(f"no memory {memory_id}", record=memory_id)
+        return _memory(rows[0])
+
+    def get(self, memory_id: str) -> Memory:
+        """The memory, unless it is forgotten or expired (then :class:`NotFoundError`)."""
+        return self._current(check_id(memory_id))
+
+    def edit(
+        self,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_ms: int | None = UNSET,
+    ) -> Memory:
+        """Change content, metadata (replaced whole) and/or TTL; re-embeds only if content changed."""
+        mid = check_id(memory_id)
+        now = time.time()
+        cur = self._current(mid)
+        new = prepare_edit(cur, content, metadata, ttl_ms, unset=UNSET, now=now)
+        changed = new.content != cur.content
+        h, vec = self._vectors_for([new.content])[0] if changed else (content_hash(cur.content), None)
+
+        def tx(c: sqlite3.Connection) -> None:
+            rev = _next_rev(c)
+            sets = "metadata = ?, updated_at = ?, expires_at = ?, rev = ?"
+            params: list[Any] = [json.dumps(new.metadata, ensure_ascii=False), now, new.expires_at, rev]
+            if changed:
+                sets += ", content = ?, content_hash = ?, embedder = ?, embedding = ?"
+                params += [new.content, h, self.embedder.model_id, _blob(vec)]  # type: ignore[arg-type]
+            n = c.execute(f"UPDATE memories SET {sets} WHERE id = ? AND deleted_at = 0", [*params, mid]).rowcount
+            if n != 1:
+                raise NotFoundError(f"no memory {mid}", record=mid)
+
+        with self._lock:
+            write_txn(self._conn, tx)
+            self._after_write()
+        return new
+
+    def forget(self, memory_id: str) -> Memory:
+        """Soft-delete: hidden from every read, kept in the file until a hard prune."""
+        mid = check_id(memory_id)
+        cur = self._current(mid, include_expired=True)
+        now = time.time()
+
+        def tx(c: sqlite3.Connection) -> None:
+            rev = _next_rev(c)
+            n = c.execute(
+                "UPDATE memories SET deleted_at = ?, rev = ? WHERE id = ? AND deleted_at = 0", [now, rev, mid]
+            ).rowcount
+            if n != 1:
+                raise NotFoundError(f"no memory {mid}", record=mid)
+
+        with self._lock:
+            write_txn(self._conn, tx)
+            self._after_write()
+        return Memory(**{**cur.__dict__, "deleted_at": now})
+
+    def _scope_filter_sql(self, scope: ScopeFilter) -> tuple[str, list[Any]]:
+        items = scope.items()
+        return "".join(f" AND m.{k} = ?" for k, _ in items), [v for _, v in items]
+
+    def forget_expired(self, scope: ScopeFilter | None = None) -> int:
+        """Soft-delete every expired memory in ``scope`` (all scopes if ``None``); returns the count."""
+        where, params = self._scope_filter_sql(check_scope_filter(scope))
+        now = time.time()
+
+        def tx(c: sqlite3.Connection) -> int:
+            rev = _next_rev(c)
+            return c.execute(
+                "UPDATE memories AS m SET deleted_at = ?, rev = ? WHERE m.deleted_at = 0"
+                f" AND m.expires_at IS NOT NULL AND m.expires_at <= ?{where}",
+                [now, rev, now, *params],
+            ).rowcount
+
+        with self._lock:
+            n = write_txn(self._conn, tx)
+            self._after_write()
+        return n
+
+    def prune(
+        self,
+        scope: ScopeFilter | None = None,
+        *,
+        keywords: str | None = None,
+        expired_only: bool = False,
+        dry_run: bool = True,
+        hard: bool = False,
+    ) -> PruneReport:
+        """Bulk removal, a dry run unless ``dry_run=False``; ``hard`` also erases soft-deleted rows."""
+        sf = check_scope_filter(scope)
+        if not sf.items() and not keywords and not expired_only:
+            raise ValidationError(
+                "prune needs a scope field, keywords or expired_only; it never empties the whole store",
+                field="scope",
+                rule="prune-target",
+            )
+        now = time.time()
+        where, params = self._scope_filter_sql(sf)
+        if keywords:
+            fq = fts_query(keywords)
+            if fq is None:
+                return PruneReport(0, 0, dry_run, hard)
+            sql = (
+                "SELECT m.seq, m.id FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
+                " WHERE memories_fts MATCH ?"
+            )
+            params = [fq, *params]
+        else:
+            sql = "SELECT m.seq, m.id FROM memories m WHERE 1"
+        sql += where
+        if not hard:
+            sql += " AND m.deleted_at = 0"
+        if expired_only:
+            sql += " AND m.expires_at IS NOT NULL AND m.expires_at <= ?"
+            params.append(now)
+        rows = self._read(sql + " ORDER BY m.seq", params)
+        seqs = [r[0] for r in rows]
+        sample = tuple(r[1] for r in rows[:10])
+        if dry_run or not seqs:
+            return PruneReport(len(seqs), 0, dry_run, hard, sample)
+
+        def tx(c: sqlite3.Connection) -> int:
+            rev = _next_rev(c)
+            n = 0
+            for start in range(0, len(seqs), 500):
+                part = seqs[start : start + 500]
+                marks = ",".join("?" * len(part))
+                if hard:
+                    n += c.execute(f"DELETE FROM memories WHERE seq IN ({marks})", part).rowcount
+                else:
+                    n += c.execute(
+                        f"UPDATE memories SET deleted_at = ?, rev = ? WHERE deleted_at = 0 AND seq IN ({marks})",
+                        [now, rev, *part],
+                    ).rowcount
+            if hard:  # rows vanished: readers must reload rather than pull by rev
+                c.execute("UPDATE store_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'epoch'")
+            return n
+
+        with self._lock:
+            n = write_txn(self._conn, tx)
+            self._after_write()
+        return PruneReport(len(seqs), n, False, hard, sample)
+
+    # -- reads -------------------------------------------------------------------------
+
+    def _fetch(self, seqs: Sequence[int]) -> dict[int, Memory]:
+        out: dict[int, Memory] = {}
+        now = time.time()
+        for start in range(0, len(seqs), 500):
+            part = list(seqs[start : start + 500])
+            marks = ",".join("?" * len(part))
+            for row in self._read(f"SELECT {_COLS} FROM memories m WHERE m.seq IN ({marks}) AND {_LIVE}", [*part, now]):
+                out[row[0]] = _memory(row)
+        return out
+
+    def _candidates(self, scope: Scope, filters: Mapping[str, Any]) -> list[int]:
+        """Row ids in ``scope`` whose metadata equals ``filters`` (index lookups, then a strict check)."""
+        tags, tparams = _tag_clause(filters)
+        cols = "m.seq, m.metadata" if _needs_python_check(filters) else "m.seq"
+        rows = self._read(
+            f"SELECT {cols} FROM memories m WHERE {_SCOPE} AND {_LIVE}{tags}",
+            [*scope.key(), time.time(), *tparams],
+        )
+        if _needs_python_check(filters):
+            return [r[0] for r in rows if metadata_matches(json.loads(r[1]), filters)]
+        return [r[0] for r in rows]
+
+    def _keyword(
+        self, query: str, scope: Scope, limit: int, only: list[int] | None = None
+    ) -> list[tuple[int, float, Memory]]:
+        fq = fts_query(query)
+        if fq is None or (only is not None and not only):
+            return []
+        extra, params = "", []
+        if only is not None:
+            extra = f" AND m.seq IN ({','.join('?' * len(only))})"
+            params = list(only)
+        try:
+            rows = self._read(
+                f"SELECT {_COLS}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
+                f" WHERE memories_fts MATCH ? AND {_SCOPE} AND {_LIVE}{extra}"
+                " ORDER BY bm25(memories_fts) LIMIT ?",
+                [fq, *scope.key(), time.time(), *params, limit],
+            )
+        except StoreError as exc:  # FTS5 syntax errors cannot happen with quoted terms; say so if they do
+            raise StoreError(f"keyword search failed for {query!r}") from exc
+        scores = keyword_scores([r[-1] for r in rows])
+        return [(r[0], s, _memory(r)) for r, s in zip(rows, scores, strict=True)]
+
+    def search(self, query: str, scope: Scope, limit: int = 10) -> list[Hit]:
+        """Keyword search: a memory matches if any query word does (FTS5, porter stemming), bm25-ranked."""
+        q, sc, lim = check_query(query), check_scope(scope), check_limit(limit)
+        return [Hit(mem, s) for _, s, mem in self._keyword(q, sc, lim)]
+
+    def _semantic(
+        self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int
+    ) -> tuple[np.ndarray, VectorIndex, list[int] | None, list[tuple[int, float]]]:
+        self._require_model()
+        with self._lock:
+            index = self._sync()
+            only = self._candidates(sc, filters) if filters else None
+            qv = np.asarray(self.embedder.embed_batch([q])[0], dtype=np.float32)
+            found = index.search(qv, sc.key(), limit, now=time.time(), only=only)
+        return qv, index, only, found
+
+    def search_semantic(
+        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
+    ) -> list[Hit]:
+        """Nearest memories by cosine (clipped to [0, 1]), restricted by metadata equality ``filters``."""
+        q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
+        _, _, _, found = self._semantic(q, sc, flt, lim)
+        mems = self._fetch([k for k, _ in found])
+        return [Hit(mems[k], semantic_score(s)) for k, s in found if k in mems]
+
+    def recall(self, query: str, scope: Scope, limit: int = 5) -> list[Hit]:
+        """Semantic recall (eden's ``recall``): ``search_semantic`` without filters."""
+        return self.search_semantic(query, scope, None, limit)
+
+    def search_hybrid(
+        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
+    ) -> list[Hit]:
+        """Semantic and keyword candidates fused by :func:`~atomic_agents.memory._scoring.fuse`."""
+        q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
+        pool = max(lim * 4, 50)
+        qv, index, only, found = self._semantic(q, sc, flt, pool)
+        sem = {k: semantic_score(s) for k, s in found}
+        kw = {k: s for k, s, _ in self._keyword(q, sc, pool, only)}
+        missing = [k for k in kw if k not in sem]
+        sem.update({k: semantic_score(s) for k, s in index.scores_for(qv, missing).items()})
+        fused = sorted(((fuse(sem.get(k, 0.0), kw.get(k, 0.0)), k) for k in set(sem) | set(kw)), reverse=True)
+        top = [(s, k) for s, k in fused if s > 0.0][:lim]  # no signal at all is not a hit
+        mems = self._fetch([k for _, k in top])
+        return [Hit(mems[k], s) for s, k in top if k in mems]
+
+    def list_memories(
+        self, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 1000
+    ) -> list[Memory]:
+        """Live memories in ``scope`` matching ``filters``, oldest first (e.g. all records of one goal)."""
+        sc, flt, lim = check_scope(scope), check_filters(filters), check_limit(limit)
+        tags, tparams = _tag_clause(flt)
+        rows = self._read(
+            f"SELECT {_COLS} FROM memories m WHERE {_SCOPE} AND {_LIVE}{tags} ORDER BY m.created_at, m.seq LIMIT ?",
+            [*sc.key(), time.time(), *tparams, lim if not _needs_python_check(flt) else -1],
+        )
+        mems = [_memory(r) for r in rows]
+        if _needs_python_check(flt):
+            mems = [m for m in mems if metadata_matches(m.metadata, flt)][:lim]
+        return mems
+
+    # -- housekeeping ----------------------------------------------------------------
+
+    def health(self) -> Health:
+        """Counts, file size, schema version and whether vectors match the current embedder."""
+        now = time.time()
+        total, live, deleted, expired, stale = self._read(
+            "SELECT count(*), coalesce(sum(deleted_at = 0 AND (expires_at IS NULL OR expires_at > ?)), 0),"
+            " coalesce(sum(deleted_at != 0), 0),"
+            " coalesce(sum(deleted_at = 0 AND expires_at IS NOT NULL AND expires_at <= ?), 0),"
+            " coalesce(sum(deleted_at = 0 AND (embedder IS NOT ? OR embedding IS NULL)), 0) FROM memories",
+            [now, now, self.embedder.model_id],
+        )[0]
+        meta = self._meta()
+        size = sum(
+            p.stat().st_size for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")) if p.exists()
+        )
+        return Health(
+            status="ok",
+            total=total,
+            live=live,
+            deleted=deleted,
+            expired=expired,
+            backend=self.backend,
+            path=str(self.path),
+            size_bytes=size,
+            schema_version=int(meta.get("schema_version", SCHEMA_VERSION)),
+            embedder=self.embedder.model_id,
+            dimension=self.embedder.dimension,
+            stored_embedder=meta.get("embedder"),
+            needs_reindex=meta.get("embedder") != self.embedder.model_id or stale > 0,
+            extra={"relevance_floor": getattr(self.embedder, "relevance_floor", None), "stale_vectors": stale},
+        )
+
+    def vacuum(self) -> dict[str, Any]:
+        """Merge FTS segments, rebuild the file, truncate the WAL; returns sizes before/after."""
+        before = self.health().size_bytes
+        with self._lock:
+            write_txn(self._conn, lambda c: c.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')"))
+            try:
+                _with_retry(lambda: self._conn.execute("VACUUM"))
+                _with_retry(lambda: self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
+            except sqlite3.Error as exc:
+                raise StoreError(f"vacuum failed: {exc}") from exc
+        return {"status": "ok", "size_before": before, "size_after": self.health().size_bytes}
+
+    def reindex(self, *, progress: Progress | None = None) -> int:
+        """Re-embed every live memory not embedded by the current model; resumable batch by batch."""
+        model = self.embedder.model_id
+        pending_sql = "FROM memories WHERE deleted_at = 0 AND (embedder IS NOT ? OR embedding IS NULL)"
+        total = int(self._read(f"SELECT count(*) {pending_sql}", [model])[0][0])
+        done = 0
+        while True:
+            rows = self._read(f"SELECT seq, content {pending_sql} ORDER BY seq LIMIT 256", [model])
+            if not rows:
+                break
+            vecs = self._vectors_for([r[1] for r in rows])
+
+            def tx(c: sqlite3.Connection, rows: list[Any] = rows, vecs: list[Any] = vecs) -> None:
+                rev = _next_rev(c)
+                c.executemany(
+                    "UPDATE memories SET embedder = ?, embedding = ?, content_hash = ?, rev = ? WHERE seq = ?",
+                    [(model, _blob(v), h, rev, r[0]) for r, (h, v) in zip(rows, vecs, strict=True)],
+                )
+
+            write_txn(self._conn, tx)
+            done += len(rows)
+            if progress is not None:
+                progress(len(rows), total)
+
+        def switch(c: sqlite3.Connection) -> None:
+            c.execute("UPDATE store_meta SET value = ? WHERE key = 'embedder'", [model])
+            c.execute("UPDATE store_meta SET value = ? WHERE key = 'dimension'", [str(self.embedder.dimension)])
+            c.execute("UPDATE store_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'epoch'")
+
+        with self._lock:
+            write_txn(self._conn, switch)
+            self._index = None
+        return done
+
+    def dump(self, scope: ScopeFilter | None = None) -> Iterator[Memory]:
+        """Every row in ``scope``, forgotten and expired ones included (a backup is complete)."""
+        where, params = self._scope_filter_sql(check_scope_filter(scope))
+        last = 0
+        while True:
+            rows = self._read(f"SELECT {_COLS} FROM memories m WHERE m.seq > ?{where} ORDER BY m.seq LIMIT 1000", [last, *params])
+            if not rows:
+                return
+            for row in rows:
+                yield _memory(row)
+            last = rows[-1][0]
+
+    def load(self, memories: Iterable[Memory], *, progress: Progress | None = None) -> tuple[int, int]:
+        """Insert exported memories keeping ids and times; ids already present are skipped.
+
+        Returns ``(imported, skipped)``. Live memories are embedded (or reuse an
+        equal-content vector); each batch of 256 commits on its own.
+        """
+        imported = skipped = 0
+        batch: list[Memory] = []
+
+        def flush() -> None:
+            nonlocal imported, skipped
+            if not batch:
+                return
+            ids = [m.id for m in batch]
+            have = {r[0] for r in self._read(f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids)}
+            fresh = list({m.id: m for m in batch if m.id not in have}.values())
+            for m in fresh:
+                check_no_secrets(m.content, m.metadata, record=m.id)
+            live = [m for m in fresh if m.deleted_at is None]
+            vecs = dict(zip((m.id for m in live), self._vectors_for([m.content for m in live]), strict=True))
+
+            def tx(c: sqlite3.Connection) -> None:
+                rev = _next_rev(c)
+                for m in fresh:
+                    h, v = vecs.get(m.id, (content_hash(m.content), None))
+                    self._insert(c, m, h, v, rev)
+
+            write_txn(self._conn, tx)
+            imported += len(fresh)
+            skipped += len(batch) - len(fresh)
+            if progress is not None:
+                progress(len(batch), 0)
+            batch.clear()
+
+        with self._lock:
+            for mem in memories:
+                batch.append(mem)
+                if len(batch) >= 256:
+                    flush()
+            flush()
+            self._after_write()
+        return imported, skipped
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SQLiteMemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,187 @@
+"""The SQLite file: schema, connection settings, and the busy-retry write transaction.
+
+Plain-SQL readers (ATP's metrics script) rely on table ``memories`` with columns
+``id, content, metadata`` (JSON text), ``created_at`` (unix seconds), ``org_id``,
+``workspace_id`` and ``deleted_at`` (0 = live); keep those names and meanings.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from ..exceptions import SchemaVersionError, StoreError
+
+__all__ = ["SCHEMA_VERSION", "connect", "ensure_schema", "write_txn"]
+
+SCHEMA_VERSION = 1
+T = TypeVar("T")
+
+# SQLITE_BUSY and SQLITE_LOCKED (primary codes; extended codes keep them in the low byte).
+_RETRYABLE = {5, 6}
+_RETRY_FOR_S = 120.0
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memories (
+    seq          INTEGER PRIMARY KEY,
+    id           TEXT NOT NULL UNIQUE,
+    content      TEXT NOT NULL,
+    metadata     TEXT NOT NULL DEFAULT '{}',
+    agent_id     TEXT NOT NULL,
+    user_id      TEXT NOT NULL,
+    org_id       TEXT NOT NULL,
+    workspace_id TEXT NOT NULL,
+    created_at   REAL NOT NULL,
+    updated_at   REAL NOT NULL,
+    expires_at   REAL,
+    deleted_at   REAL NOT NULL DEFAULT 0,
+    content_hash TEXT NOT NULL,
+    embedder     TEXT,
+    embedding    BLOB,
+    rev          INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ix_memories_scope
+    ON memories (agent_id, user_id, org_id, workspace_id, deleted_at, created_at);
+CREATE INDEX IF NOT EXISTS ix_memories_rev ON memories (rev);
+CREATE INDEX IF NOT EXISTS ix_memories_hash ON memories (content_hash);
+CREATE INDEX IF NOT EXISTS ix_memories_expires ON memories (expires_at) WHERE expires_at IS NOT NULL;
+
+-- One row per top-level scalar metadata key: equality filters (goal_id, record_type,
+-- stage, ...) are an index lookup at any size, for every key, with no schema change.
+CREATE TABLE IF NOT EXISTS memory_tags (
+    key   TEXT NOT NULL,
+    value,
+    seq   INTEGER NOT NULL,
+    PRIMARY KEY (key, value, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ix_memory_tags_seq ON memory_tags (seq);
+
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+    content, content='memories', content_rowid='seq',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+
+CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, content) VALUES (new.seq, new.content);
+    INSERT INTO memory_tags (key, value, seq)
+        SELECT key, value, new.seq FROM json_each(new.metadata) WHERE type NOT IN ('object', 'array');
+END;
+CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+    DELETE FROM memory_tags WHERE seq = old.seq;
+END;
+CREATE TRIGGER IF NOT EXISTS memories_au_content AFTER UPDATE OF content ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+    INSERT INTO memories_fts (rowid, content) VALUES (new.seq, new.content);
+END;
+CREATE TRIGGER IF NOT EXISTS memories_au_metadata AFTER UPDATE OF metadata ON memories BEGIN
+    DELETE FROM memory_tags WHERE seq = old.seq;
+    INSERT INTO memory_tags (key, value, seq)
+        SELECT key, value, new.seq FROM json_each(new.metadata) WHERE type NOT IN ('object', 'array');
+END;
+"""
+
+
+def _retryable(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and (code & 0xFF) in _RETRYABLE
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        _with_retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+        # FULL: a remember that returned is on disk even after a power cut, not just a crash.
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA cache_size = -65536")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open memory store {path}: {exc}") from exc
+    return conn
+
+
+def _with_retry(fn: Callable[[], T]) -> T:
+    deadline = time.monotonic() + _RETRY_FOR_S
+    delay = 0.005
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if not _retryable(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.25)
+
+
+def write_txn(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``fn`` in ``BEGIN IMMEDIATE`` ... ``COMMIT``, retrying the whole thing while busy.
+
+    busy_timeout already waits 30 s inside SQLite; the loop covers the cases it
+    does not (a busy snapshot upgrade, WAL recovery at open), so callers never
+    see "database is locked". Any other error rolls back and becomes
+    :class:`StoreError`: nothing is half-written.
+    """
+
+    def attempt() -> T:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return result
+
+    try:
+        return _with_retry(attempt)
+    except sqlite3.Error as exc:
+        raise StoreError(f"memory store write failed: {exc}") from exc
+
+
+def ensure_schema(conn: sqlite3.Connection, embedder_id: str, dimension: int) -> dict[str, str]:
+    """Create tables on first open; refuse a file from a newer package. Returns ``store_meta``."""
+
+    def create(c: sqlite3.Connection) -> dict[str, str]:
+        for stmt in _split(_DDL):
+            c.execute(stmt)
+        meta = dict(c.execute("SELECT key, value FROM store_meta").fetchall())
+        if not meta:
+            meta = {
+                "schema_version": str(SCHEMA_VERSION),
+                "embedder": embedder_id,
+                "dimension": str(dimension),
+                "epoch": "0",
+            }
+            c.executemany("INSERT INTO store_meta (key, value) VALUES (?, ?)", list(meta.items()))
+        return meta
+
+    meta = write_txn(conn, create)
+    version = int(meta.get("schema_version", "0"))
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"memory store schema {version} is newer than this package understands ({SCHEMA_VERSION})",
+            version=version,
+        )
+    return meta
+
+
+def _split(ddl: str) -> list[str]:
+    """Split the DDL into statements, keeping trigger bodies (which contain ``;``) whole."""
+    out, buf = [], []
+    for line in ddl.strip().splitlines():
+        if line.strip().startswith("--") or not line.strip():
+            continue
+        buf.append(line)
+        text = "\n".join(buf)
+        if sqlite3.complete_statement(text):
+            out.append(text)
+            buf = []
+    return out

@@ -1,0 +1,142 @@
+"""The :class:`MemoryStore` seam and how to open the default store.
+
+A backend stores memories (content, JSON metadata, a four-part scope, TTL,
+soft delete, timestamps, one embedding) and searches them. It does *not* own:
+what the content means (ATP records are just memories to it), secret policy
+wording (shared :func:`check_no_secrets`), or the embedding model (it is
+handed an :class:`~atomic_agents.memory.Embedder` and records its id).
+
+Every backend passes ``tests/memory/test_conformance.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ._embed import Embedder, default_embedder
+from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter
+
+__all__ = ["UNSET", "MemoryStore", "Progress", "default_db_path", "open_store"]
+
+#: ``progress(advance, total)``: ``advance`` items just finished out of ``total``.
+Progress = Callable[[int, int], None]
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: "Leave as it is" for :meth:`MemoryStore.edit`'s ``ttl_ms`` (``None`` means "never expires").
+UNSET: Any = _Unset()
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """The operations ATP and the CLI use; eden-memory's tool set, typed.
+
+    Reads never cross scopes: ``recall``/``search*``/``list_memories`` take a full
+    :class:`Scope`. Expired and forgotten memories are invisible to reads.
+    """
+
+    embedder: Embedder
+    #: Survives a restart / is shared by processes (False for the in-memory fake).
+    persistent: bool
+
+    def remember(
+        self, content: str, metadata: Mapping[str, Any] | None, scope: Scope, *, ttl_ms: int | None = None
+    ) -> str: ...
+
+    def remember_many(
+        self,
+        items: Sequence[tuple[str, Mapping[str, Any] | None]],
+        scope: Scope,
+        *,
+        ttl_ms: int | None = None,
+        progress: Progress | None = None,
+    ) -> list[str]: ...
+
+    def get(self, memory_id: str) -> Memory: ...
+
+    def edit(
+        self,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_ms: int | None = UNSET,
+    ) -> Memory: ...
+
+    def forget(self, memory_id: str) -> Memory: ...
+
+    def forget_expired(self, scope: ScopeFilter | None = None) -> int: ...
+
+    def prune(
+        self,
+        scope: ScopeFilter | None = None,
+        *,
+        keywords: str | None = None,
+        expired_only: bool = False,
+        dry_run: bool = True,
+        hard: bool = False,
+    ) -> PruneReport: ...
+
+    def recall(self, query: str, scope: Scope, limit: int = 5) -> list[Hit]: ...
+
+    def search(self, query: str, scope: Scope, limit: int = 10) -> list[Hit]: ...
+
+    def search_semantic(
+        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
+    ) -> list[Hit]: ...
+
+    def search_hybrid(
+        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
+    ) -> list[Hit]: ...
+
+    def list_memories(
+        self, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 1000
+    ) -> list[Memory]: ...
+
+    def health(self) -> Health: ...
+
+    def vacuum(self) -> dict[str, Any]: ...
+
+    def reindex(self, *, progress: Progress | None = None) -> int: ...
+
+    def dump(self, scope: ScopeFilter | None = None) -> Iterator[Memory]: ...
+
+    def load(self, memories: Iterable[Memory], *, progress: Progress | None = None) -> tuple[int, int]: ...
+
+    def close(self) -> None: ...
+
+
+def default_db_path(agents_root: str | os.PathLike[str] | None = None) -> Path:
+    """``$ATOMIC_AGENTS_DB``, else ``<agents_root>/_memory/memory.db`` (root: ``$ATOMIC_AGENTS_ROOT`` or ``./agents``)."""
+    env = os.environ.get("ATOMIC_AGENTS_DB")
+    if env:
+        return Path(env)
+    root = Path(agents_root) if agents_root is not None else Path(os.environ.get("ATOMIC_AGENTS_ROOT") or "agents")
+    return root / "_memory" / "memory.db"
+
+
+def open_store(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    agents_root: str | os.PathLike[str] | None = None,
+    embedder: Embedder | None = None,
+) -> MemoryStore:
+    """Open (creating if needed) the default SQLite store with the default embedder.
+
+    >>> store = open_store("/tmp/m.db")  # doctest: +SKIP
+    >>> store.remember("Deploy went green", {"goal_id": "g1"}, Scope("builder", "alice"))  # doctest: +SKIP
+    '3f0c...'
+    """
+    from ._sqlite import SQLiteMemoryStore
+
+    emb: Embedder = embedder if embedder is not None else default_embedder()
+    return SQLiteMemoryStore(Path(path) if path is not None else default_db_path(agents_root), embedder=emb)
+
+
