@@ -153,13 +153,13 @@ class NoteDraft:
             "type": self.type,
             "captured": _coerce(self.captured) or today,
             "last_seen": _coerce(self.last_seen) or _coerce(self.captured) or today,
-            "sources": list(self.sources),
+            "sources": _listed(self.sources),
             "confidence": self.confidence,
             "pinned": self.pinned,
             "expires_at": _coerce(self.expires_at),
             "supersedes": self.supersedes,
             "superseded_by": None,
-            "tags": list(self.tags),
+            "tags": _listed(self.tags),
         }
         meta.update(self.extra)
         return meta
@@ -196,15 +196,15 @@ class WikiDraft:
             "type": "wiki_page",
             "captured": _coerce(self.captured) or today,
             "last_seen": _coerce(self.last_seen) or _coerce(self.captured) or today,
-            "sources": list(self.sources),
+            "sources": _listed(self.sources),
             "provenance": "distilled",
             "confidence": self.confidence,
             "pinned": self.pinned,
-            "related": list(self.related),
+            "related": _listed(self.related),
             "expires_at": _coerce(self.expires_at),
             "supersedes": None,
             "superseded_by": None,
-            "tags": list(self.tags),
+            "tags": _listed(self.tags),
         }
         meta.update(self.extra)
         return meta
@@ -215,3 +215,8 @@ def _coerce(value: dt.date | str | None) -> dt.date | str | None:
     if isinstance(value, str):
         return _as_date(value) or value
     return value
+
+
+def _listed(value: Any) -> Any:
+    """Copy a list; anything else goes to the validator as it is (a string is not a list of one)."""
+    return list(value) if isinstance(value, (list, tuple)) else value
