@@ -12,8 +12,12 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
+
+try:  # typer >= 0.2x vendors click; its standalone mode only handles its own exceptions
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - older typer on the real click
+    from click.exceptions import UsageError
 
 from ..exceptions import AtomicAgentsError
 from ._common import DEFAULT_AGENTS_ROOT, AgentsRoot, JsonFlag, console, emit, err_console
@@ -44,10 +48,10 @@ def migrate(
     actions = [a for a, on in (("--to", to is not None), ("--status", status), ("--rollback", rollback is not None),
                                 ("--list-snapshots", list_snapshots)) if on]
     if len(actions) != 1:
-        raise click.UsageError("give exactly one of --to, --status, --rollback, --list-snapshots"
+        raise UsageError("give exactly one of --to, --status, --rollback, --list-snapshots"
                                + (f" (got {', '.join(actions)})" if actions else ""))
     if dry_run and to is None:
-        raise click.UsageError("--dry-run goes with --to")
+        raise UsageError("--dry-run goes with --to")
     backend = FilesystemMigrationBackend(agents_root)
     if status:
         st = backend.status()
@@ -68,7 +72,7 @@ def migrate(
     try:
         target = parse_target_version(to)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--to") from None
+        raise typer.BadParameter(str(exc), param_hint="--to") from None
     with _Progress(enabled=not as_json) as progress:
         result = backend.run_migration(target, dry_run=dry_run, announce=_announcer(as_json), progress=progress)
     emit(result.to_dict(), as_json, lambda: _print_result(result, backend.agents_root))
@@ -189,14 +193,8 @@ def main(argv: list[str] | None = None) -> None:
     standalone.command(help=_HELP)(migrate)
     args = sys.argv[1:] if argv is None else argv
     try:
-        standalone(args=args, prog_name="python -m atomic_agents.migrate", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        sys.exit(130)
+        # Standalone mode, as in atomic_agents.cli.main: usage errors exit 2, typer.Exit(1) exits 1.
+        standalone(args=args, prog_name="python -m atomic_agents.migrate", standalone_mode=True)
     except AtomicAgentsError as exc:
         if "--json" in args:
             sys.stdout.write(json.dumps({"error": type(exc).__name__, "message": str(exc)}) + "\n")
@@ -204,4 +202,3 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
-    sys.exit(0)
