@@ -11,6 +11,7 @@ large pinned set. Hints: time-bounded types with undated filenames.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +59,9 @@ def check_units(agent: Agent, *, strict_index: bool = True, notes: list[Note] | 
     for unit_type in ("memory", "wiki"):
         units, errors = agent.scan(unit_type)  # type: ignore[arg-type]
         for err in errors:
-            issues.append(Issue(err.path, "frontmatter", "yaml", err.message))
+            rel = os.path.relpath(err.path, agent.agents_root) if err.path else None
+            where = f"{rel}:{err.line}" if rel and err.line else rel
+            issues.append(Issue(where, "frontmatter", "yaml", err.message))
         validator = validate_note_meta if unit_type == "memory" else validate_wiki_meta
         names = {u.filename for u in units} | {e.path.rsplit("/", 1)[-1] for e in errors if e.path}
         for u in units:

@@ -1,0 +1,100 @@
+"""Item 4: INDEX.md format, entry-only updates, hand edits, rebuild, split, link form."""
+
+from __future__ import annotations
+
+from atomic_agents.vault import Agent, parse_entry
+
+from .conftest import draft
+
+SECTIONS = ["Critical Feedback", "Locked Decisions", "User Profile", "Active Projects", "Reference",
+            "Recently Promoted to Persona", "Archive (superseded)"]
+
+
+def test_format_sections_by_type(agent: Agent) -> None:
+    for t in ("feedback", "decision", "user", "project", "reference"):
+        agent.new_note(draft(f"{t}_topic", type=t, description=f"hook for {t}"))
+    text = (agent.memory_dir / "INDEX.md").read_text()
+    assert text.startswith("# Finance Coach — Memory Index\n")
+    headings = [l[3:] for l in text.splitlines() if l.startswith("## ")]
+    assert headings == SECTIONS
+    for heading, t in zip(SECTIONS, ("feedback", "decision", "user", "project", "reference")):
+        body = text.split(f"## {heading}\n")[1].split("\n## ")[0]
+        assert body.strip() == f"- `Note {t}_topic` — hook for {t}"
+
+
+def test_update_changes_only_that_entry_and_keeps_hand_edits(agent: Agent) -> None:
+    a = agent.new_note(draft("alpha_rule"))
+    agent.new_note(draft("beta_rule"))
+    index = agent.memory_dir / "INDEX.md"
+    edited = index.read_text().replace("When beta rule matters", "beta (short)")
+    edited = edited.replace("## Reference\n", "## Reference\n<!-- operator: keep this tidy -->\n")
+    edited = edited.replace("# Finance Coach — Memory Index\n", "# Finance Coach — Memory Index\n\nLoaded every run.\n")
+    index.write_text(edited)
+    agent.update_note(a.filename, {"description": "Alpha hook, rewritten"})
+    after = index.read_text()
+    assert after == edited.replace("When alpha rule matters", "Alpha hook, rewritten")
+
+
+def test_hand_shortened_hook_survives_unrelated_update(agent: Agent) -> None:
+    n = agent.new_note(draft("alpha_rule"))
+    index = agent.memory_dir / "INDEX.md"
+    index.write_text(index.read_text().replace("When alpha rule matters", "alpha!"))
+    agent.touch(n.filename)
+    agent.update_note(n.filename, {"tags": ["x"]})
+    assert "- `Note alpha_rule` — alpha!" in index.read_text()
+
+
+def test_rebuild_keeps_hand_edited_hooks_and_restores_missing(agent: Agent) -> None:
+    agent.new_note(draft("alpha_rule"))
+    agent.new_note(draft("beta_rule"))
+    index = agent.memory_dir / "INDEX.md"
+    text = index.read_text().replace("When alpha rule matters", "alpha!")
+    text = "\n".join(l for l in text.splitlines() if "beta" not in l) + "\n- `Ghost entry` — no file\n"
+    index.write_text(text)
+    agent.rebuild_index()
+    rebuilt = index.read_text()
+    assert "- `Note alpha_rule` — alpha!" in rebuilt
+    assert "- `Note beta_rule` — When beta rule matters" in rebuilt
+    assert "Ghost entry" not in rebuilt
+    assert agent.validate() == []
+
+
+def test_reads_reference_link_form(agent: Agent) -> None:
+    e = parse_entry("- [Debt order](feedback_debt_priority_order.md) — avalanche first")
+    assert e is not None and (e.title, e.filename, e.hook) == ("Debt order", "feedback_debt_priority_order.md", "avalanche first")
+    n = agent.new_note(draft())
+    index = agent.memory_dir / "INDEX.md"
+    index.write_text(index.read_text().replace(f"- `{n.name}` — ", f"- [{n.name}]({n.filename}) — "))
+    assert agent.validate() == []
+    agent.update_note(n.filename, {"description": "changed hook"})
+    assert f"- [{n.name}]({n.filename}) — changed hook" in index.read_text()  # link form kept
+
+
+def test_splits_into_sub_indexes_past_limit(agent: Agent) -> None:
+    agent.create_notes([draft(f"rule_{i:03d}") for i in range(120)] + [draft(f"ref_{i:03d}", type="reference") for i in range(60)])
+    main = (agent.memory_dir / "INDEX.md").read_text()
+    assert len(main.splitlines()) <= 150
+    assert "- [INDEX_feedback.md](INDEX_feedback.md) — sub-index of Critical Feedback" in main
+    sub = (agent.memory_dir / "INDEX_feedback.md").read_text()
+    assert sub.count("\n- `Note rule_") == 120
+    assert len(agent.index().entries()) == 180
+    # writes after the split land in the sub-index; validation sees every entry
+    agent.new_note(draft("rule_new"))
+    assert "`Note rule_new`" in (agent.memory_dir / "INDEX_feedback.md").read_text()
+    assert agent.validate() == []
+
+
+def test_batch_writes_index_once(agent: Agent, monkeypatch) -> None:
+    import atomic_agents.vault._agent as mod
+
+    writes: list[str] = []
+    real = mod.atomic_write
+
+    def spy(path, data, **kw):  # counts INDEX writes
+        writes.append(str(path))
+        return real(path, data, **kw)
+
+    monkeypatch.setattr(mod, "atomic_write", spy)
+    agent.create_notes([draft(f"rule_{i:02d}") for i in range(50)])
+    assert sum(p.endswith("INDEX.md") for p in writes) == 1
+    assert sum("rule_" in p for p in writes) == 50
