@@ -86,13 +86,26 @@ def _tag_clause(filters: Mapping[str, Any]) -> tuple[str, list[Any]]:
     for key, value in filters.items():
         if isinstance(value, (dict, list)):
             continue  # not indexable; checked in Python afterwards
-        sql.append(" AND m.seq IN (SELECT seq FROM memory_tags WHERE key = ? AND value IS ?)")
-        params += [key, int(value) if isinstance(value, bool) else value]
+        sql.append(" AND m.seq IN (SELECT seq FROM memory_tags WHERE key = ? AND value IS ? AND kind = ?)")
+        params += [key, int(value) if isinstance(value, bool) else value, _json_kind(value)]
     return "".join(sql), params
 
 
+def _json_kind(value: Any) -> str:
+    """The ``json_each`` type name SQLite gives this (JSON-normalised) Python value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "real"
+    return "text"
+
+
 def _needs_python_check(filters: Mapping[str, Any]) -> bool:
-    return any(isinstance(v, (dict, list, bool)) for v in filters.values())
+    return any(isinstance(v, (dict, list)) for v in filters.values())
 
 
 class SQLiteMemoryStore:

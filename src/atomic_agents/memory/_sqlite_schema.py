@@ -53,11 +53,14 @@ CREATE INDEX IF NOT EXISTS ix_memories_expires ON memories (expires_at) WHERE ex
 
 -- One row per top-level scalar metadata key: equality filters (goal_id, record_type,
 -- stage, ...) are an index lookup at any size, for every key, with no schema change.
+-- ``kind`` is json_each's type (text, integer, real, true, false, null): 1, 1.0, true
+-- and "1" are different values, as they are in the JSON.
 CREATE TABLE IF NOT EXISTS memory_tags (
     key   TEXT NOT NULL,
     value,
+    kind  TEXT NOT NULL,
     seq   INTEGER NOT NULL,
-    PRIMARY KEY (key, value, seq)
+    PRIMARY KEY (key, value, kind, seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS ix_memory_tags_seq ON memory_tags (seq);
 
@@ -68,8 +71,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
 
 CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN
     INSERT INTO memories_fts (rowid, content) VALUES (new.seq, new.content);
-    INSERT INTO memory_tags (key, value, seq)
-        SELECT key, value, new.seq FROM json_each(new.metadata) WHERE type NOT IN ('object', 'array');
+    INSERT INTO memory_tags (key, value, kind, seq)
+        SELECT key, value, type, new.seq FROM json_each(new.metadata) WHERE type NOT IN ('object', 'array');
 END;
 CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN
     INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.seq, old.content);
@@ -81,8 +84,8 @@ CREATE TRIGGER IF NOT EXISTS memories_au_content AFTER UPDATE OF content ON memo
 END;
 CREATE TRIGGER IF NOT EXISTS memories_au_metadata AFTER UPDATE OF metadata ON memories BEGIN
     DELETE FROM memory_tags WHERE seq = old.seq;
-    INSERT INTO memory_tags (key, value, seq)
-        SELECT key, value, new.seq FROM json_each(new.metadata) WHERE type NOT IN ('object', 'array');
+    INSERT INTO memory_tags (key, value, kind, seq)
+        SELECT key, value, type, new.seq FROM json_each(new.metadata) WHERE type NOT IN ('object', 'array');
 END;
 """
 

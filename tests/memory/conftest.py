@@ -1,0 +1,60 @@
+"""Fixtures: the fake embedder, and a store per backend factory (the conformance axis).
+
+A later PostgreSQL backend adds one entry to ``BACKENDS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from atomic_agents.memory import HashingEmbedder, InMemoryMemoryStore, MemoryStore, Scope, SQLiteMemoryStore
+
+from ._helpers import CountingEmbedder
+
+
+StoreFactory = Callable[..., MemoryStore]
+
+
+def _sqlite(tmp: Path) -> StoreFactory:
+    def make(embedder: HashingEmbedder | None = None) -> MemoryStore:
+        return SQLiteMemoryStore(tmp / "memory.db", embedder=embedder or CountingEmbedder())
+
+    return make
+
+
+def _memory(tmp: Path) -> StoreFactory:
+    def make(embedder: HashingEmbedder | None = None) -> MemoryStore:
+        return InMemoryMemoryStore(embedder=embedder or CountingEmbedder())
+
+    return make
+
+
+BACKENDS = {"sqlite": _sqlite, "memory": _memory}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+    opened: list[MemoryStore] = []
+    factory = BACKENDS[request.param](tmp_path)
+
+    def make(embedder: HashingEmbedder | None = None) -> MemoryStore:
+        store = factory(embedder)
+        opened.append(store)
+        return store
+
+    yield make
+    for s in opened:
+        s.close()
+
+
+@pytest.fixture
+def store(make_store: StoreFactory) -> MemoryStore:
+    return make_store()
+
+
+@pytest.fixture
+def scope() -> Scope:
+    return Scope("builder", "alice", org_id="acme", workspace_id="acme/web")

@@ -1,0 +1,286 @@
+"""The behaviour every MemoryStore backend must show (run on each factory in conftest.BACKENDS)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from atomic_agents.exceptions import EmbedderMismatchError, NotFoundError, SecretRejectedError, ValidationError
+from atomic_agents.memory import MAX_CONTENT_CHARS, MemoryStore, Scope, ScopeFilter, export_jsonl, import_jsonl
+
+from ._helpers import CountingEmbedder
+
+
+def test_remember_returns_id_and_get_reads_it_back(store: MemoryStore, scope: Scope) -> None:
+    mid = store.remember("Billing deploy went green", {"goal_id": "g1", "n": 3}, scope)
+    mem = store.get(mid)
+    assert (mem.content, mem.metadata["goal_id"], mem.metadata["n"]) == ("Billing deploy went green", "g1", 3)
+    assert (mem.agent_id, mem.user_id, mem.org_id, mem.workspace_id) == ("builder", "alice", "acme", "acme/web")
+    assert "stored_at" in mem.metadata and mem.expires_at is None and mem.deleted_at is None
+
+
+def test_org_and_workspace_default_from_eden_environment(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDEN_ORG_ID", "org-from-env")
+    monkeypatch.setenv("EDEN_WORKSPACE_ID", "team/repo")
+    mem = store.get(store.remember("hello there", None, Scope("a", "u")))
+    assert (mem.org_id, mem.workspace_id) == ("org-from-env", "team/repo")
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        Scope("researcher", "alice", org_id="acme", workspace_id="acme/web"),
+        Scope("builder", "bob", org_id="acme", workspace_id="acme/web"),
+        Scope("builder", "alice", org_id="other", workspace_id="acme/web"),
+        Scope("builder", "alice", org_id="acme", workspace_id="acme/api"),
+    ],
+)
+def test_reads_never_cross_scopes(store: MemoryStore, scope: Scope, other: Scope) -> None:
+    store.remember("the billing deploy failed", {"goal_id": "g1"}, scope)
+    assert store.search("billing deploy", other) == []
+    assert store.recall("billing deploy", other) == []
+    assert store.search_hybrid("billing deploy", other) == []
+    assert store.list_memories(other, {"goal_id": "g1"}) == []
+
+
+def test_keyword_search_matches_any_word_and_ranks_more_matches_first(store: MemoryStore, scope: Scope) -> None:
+    a = store.remember("database migration timed out during the billing deploy", None, scope)
+    b = store.remember("the cat sleeps on the sofa", None, scope)
+    store.remember("quarterly planning notes", None, scope)
+    # ATP's status command passes eight words at once and wants records matching any of them.
+    hits = store.search("billing deploy migration sofa alpha beta gamma delta", scope)
+    assert [h.id for h in hits] == [a, b]
+    assert all(0.5 <= h.score <= 1.0 for h in hits) and hits[0].score == 1.0
+
+
+def test_keyword_search_treats_operators_as_words(store: MemoryStore, scope: Scope) -> None:
+    mid = store.remember("NEAR the AND gate", None, scope)
+    assert [h.id for h in store.search('"NEAR" AND -gate*', scope)] == [mid]
+
+
+def test_semantic_recall_ranks_the_closest_memory_first(store: MemoryStore, scope: Scope) -> None:
+    want = store.remember("billing deploy failed after the database migration", None, scope)
+    store.remember("the cat sleeps on the sofa all afternoon", None, scope)
+    hits = store.recall("billing deploy failed", scope, limit=2)
+    assert hits[0].id == want
+    assert all(0.0 <= h.score <= 1.0 for h in hits)
+    assert hits[0].score > hits[-1].score
+
+
+def test_hybrid_keeps_a_keyword_hit_above_the_relevance_floor(store: MemoryStore, scope: Scope) -> None:
+    # One shared rare word: weak for the embedder, a clear keyword hit.
+    mid = store.remember("Zanzibar runbook: restart workers, drain queue, rotate logs, page oncall", None, scope)
+    for i in range(5):
+        store.remember(f"unrelated note number {i} about lunch menus", None, scope)
+    hits = store.search_hybrid("zanzibar", scope)
+    assert hits[0].id == mid and hits[0].score >= 0.5
+
+
+def test_metadata_filters_are_exact_equality_on_top_level_keys(store: MemoryStore, scope: Scope) -> None:
+    g1 = [store.remember(f"record {i} of goal one", {"goal_id": "g1", "stage": "action", "n": i}, scope) for i in range(3)]
+    store.remember("record of goal two", {"goal_id": "g2", "stage": "action"}, scope)
+    store.remember("goal one but flag", {"goal_id": "g1", "flag": True}, scope)
+    listed = store.list_memories(scope, {"goal_id": "g1", "stage": "action"})
+    assert [m.id for m in listed] == g1  # oldest first
+    assert [m.id for m in store.list_memories(scope, {"n": 1})] == [g1[1]]
+    assert store.list_memories(scope, {"n": "1"}) == []  # type-strict
+    assert len(store.list_memories(scope, {"flag": True})) == 1 and store.list_memories(scope, {"flag": 1}) == []
+    sem = store.search_semantic("record of goal", scope, {"goal_id": "g2"}, limit=5)
+    assert [h.metadata["goal_id"] for h in sem] == ["g2"]
+
+
+def test_edit_reembeds_changed_content_only(make_store: Any, scope: Scope) -> None:
+    emb = CountingEmbedder()
+    store = make_store(emb)
+    mid = store.remember("the cat sleeps on the sofa", {"k": 1}, scope)
+    before = len(emb.calls)
+    edited = store.edit(mid, metadata={"k": 2})
+    assert edited.metadata["k"] == 2 and "stored_at" in edited.metadata
+    assert len(emb.calls) == before  # unchanged content is never re-embedded
+    store.edit(mid, content="quarterly billing report is ready")
+    assert emb.calls[-1] == "quarterly billing report is ready"
+    assert store.recall("quarterly billing report", scope, 1)[0].id == mid
+    assert store.search("sofa", scope) == []
+    assert store.get(mid).content == "quarterly billing report is ready"
+
+
+def test_identical_content_is_embedded_once(make_store: Any, scope: Scope) -> None:
+    emb = CountingEmbedder()
+    store = make_store(emb)
+    store.remember("same words here", None, scope)
+    store.remember("same words here", {"again": True}, scope)
+    assert emb.calls.count("same words here") == 1
+
+
+def test_forget_hides_from_every_read(store: MemoryStore, scope: Scope) -> None:
+    mid = store.remember("billing deploy failed", {"goal_id": "g1"}, scope)
+    assert store.forget(mid).deleted_at is not None
+    with pytest.raises(NotFoundError) as info:
+        store.get(mid)
+    assert info.value.record == mid
+    assert store.search("billing", scope) == [] and store.recall("billing", scope) == []
+    assert store.list_memories(scope, {"goal_id": "g1"}) == []
+    with pytest.raises(NotFoundError):
+        store.forget(mid)
+    assert store.health().deleted == 1
+
+
+def test_expired_memories_are_invisible_until_forget_expired(store: MemoryStore, scope: Scope) -> None:
+    short = store.remember("temporary billing note", None, scope, ttl_ms=1)
+    keep = store.remember("durable billing note", None, scope)
+    time.sleep(0.02)
+    assert [h.id for h in store.search("billing", scope)] == [keep]
+    assert [h.id for h in store.recall("billing note", scope)] == [keep]
+    with pytest.raises(NotFoundError):
+        store.get(short)
+    health = store.health()
+    assert (health.total, health.expired) == (2, 1)  # still stored until clean-up
+    assert store.forget_expired(ScopeFilter(agent_id="someone-else")) == 0
+    assert store.forget_expired(scope.as_filter()) == 1
+    assert store.health().expired == 0
+
+
+def test_edit_can_set_and_clear_a_ttl(store: MemoryStore, scope: Scope) -> None:
+    mid = store.remember("billing note", None, scope)
+    assert store.edit(mid, ttl_ms=60_000).expires_at is not None
+    assert store.edit(mid, ttl_ms=None).expires_at is None
+    assert store.get(mid).expires_at is None
+
+
+def test_prune_is_a_dry_run_by_default_and_needs_a_target(store: MemoryStore, scope: Scope) -> None:
+    ids = [store.remember(f"scratch note {i}", None, scope) for i in range(3)]
+    keep = store.remember("important decision", None, scope)
+    report = store.prune(scope.as_filter(), keywords="scratch")
+    assert (report.dry_run, report.matched, report.removed) == (True, 3, 0)
+    assert set(report.sample_ids) == set(ids) and len(store.search("scratch", scope)) == 3
+    with pytest.raises(ValidationError):
+        store.prune()
+    done = store.prune(scope.as_filter(), keywords="scratch", dry_run=False)
+    assert done.removed == 3 and store.search("scratch", scope) == []
+    assert store.health().total == 4  # soft: rows stay
+    hard = store.prune(scope.as_filter(), keywords="scratch", dry_run=False, hard=True)
+    assert hard.removed == 3 and store.health().total == 1
+    assert store.get(keep).content == "important decision"
+
+
+def test_prune_expired_only(store: MemoryStore, scope: Scope) -> None:
+    store.remember("old note", None, scope, ttl_ms=1)
+    store.remember("new note", None, scope)
+    time.sleep(0.02)
+    report = store.prune(expired_only=True, dry_run=False, hard=True)
+    assert report.removed == 1 and store.health().total == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"content": 42}, "content"),
+        ({"content": "   "}, "content"),
+        ({"content": "x" * (MAX_CONTENT_CHARS + 1)}, "content"),
+        ({"metadata": ["not", "an", "object"]}, "metadata"),
+        ({"metadata": {"bad": {1, 2}}}, "metadata"),
+        ({"ttl_ms": 0}, "ttl_ms"),
+        ({"ttl_ms": "10"}, "ttl_ms"),
+        ({"scope": ("builder", "alice")}, "scope"),
+    ],
+)
+def test_bad_input_is_refused_with_a_typed_error(store: MemoryStore, scope: Scope, kwargs: dict[str, Any], field: str) -> None:
+    args = {"content": "fine content", "metadata": None, "scope": scope, "ttl_ms": None, **kwargs}
+    with pytest.raises(ValidationError) as info:
+        store.remember(args["content"], args["metadata"], args["scope"], ttl_ms=args["ttl_ms"])
+    assert info.value.field == field
+    assert store.health().total == 0
+
+
+def test_scope_ids_are_required() -> None:
+    with pytest.raises(ValidationError) as info:
+        Scope("builder", None)  # type: ignore[arg-type]
+    assert info.value.field == "user_id"
+    with pytest.raises(ValidationError):
+        Scope("", "alice")
+
+
+@pytest.mark.parametrize("limit", [0, -1, 10_001, "5", True])
+def test_absurd_limits_are_refused(store: MemoryStore, scope: Scope, limit: Any) -> None:
+    with pytest.raises(ValidationError) as info:
+        store.search("anything", scope, limit)
+    assert info.value.field == "limit"
+
+
+def test_remember_many_writes_all_or_nothing(store: MemoryStore, scope: Scope) -> None:
+    with pytest.raises(SecretRejectedError):
+        store.remember_many([("fine one", None), ("AKIAIOSFODNN7EXAMPLE in a note", None)], scope)
+    assert store.health().total == 0
+    ids = store.remember_many([("first", None), ("second", {"k": 1})], scope)
+    assert [store.get(i).content for i in ids] == ["first", "second"]
+
+
+def test_secrets_are_refused_without_echoing_them(store: MemoryStore, scope: Scope) -> None:
+    secret = "ghp_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7c"
+    with pytest.raises(SecretRejectedError) as info:
+        store.remember(f"use token {secret} for the deploy", None, scope)
+    assert info.value.pattern == "github-token" and secret not in str(info.value)
+    with pytest.raises(SecretRejectedError) as meta_info:
+        store.remember("deploy notes", {"env": {"password": "hunter2hunter2"}}, scope)
+    assert meta_info.value.field == "metadata.env.password" and "hunter2" not in str(meta_info.value)
+    mid = store.remember("deploy notes", None, scope)
+    with pytest.raises(SecretRejectedError):
+        store.edit(mid, content="password = s3cr3tvalue!")
+    assert store.get(mid).content == "deploy notes" and store.health().total == 1
+
+
+def test_health_reports_counts_and_embedder(store: MemoryStore, scope: Scope) -> None:
+    store.remember("one", None, scope)
+    store.forget(store.remember("two", None, scope))
+    h = store.health()
+    assert (h.status, h.total, h.live, h.deleted) == ("ok", 2, 1, 1)
+    assert h.embedder == store.embedder.model_id and h.dimension == store.embedder.dimension
+    assert h.needs_reindex is False and h.schema_version >= 1
+    assert store.vacuum()["status"] == "ok"
+
+
+def test_export_import_round_trip_across_backends(store: MemoryStore, scope: Scope, tmp_path: Any) -> None:
+    from atomic_agents.memory import InMemoryMemoryStore, SQLiteMemoryStore
+
+    live = store.remember("billing deploy went green", {"goal_id": "g1"}, scope)
+    gone = store.remember("forgotten note", None, scope)
+    store.forget(gone)
+    path = tmp_path / "backup.jsonl"
+    assert export_jsonl(store, path) == 2
+    for other in (InMemoryMemoryStore(embedder=CountingEmbedder()), SQLiteMemoryStore(tmp_path / "other.db", embedder=CountingEmbedder())):
+        assert import_jsonl(other, path) == (2, 0)
+        assert import_jsonl(other, path) == (0, 2)  # idempotent: ids already present are skipped
+        got = other.get(live)
+        assert (got.content, got.metadata, got.created_at) == ("billing deploy went green", store.get(live).metadata, store.get(live).created_at)
+        assert other.recall("billing deploy", scope, 1)[0].id == live
+        with pytest.raises(NotFoundError):
+            other.get(gone)
+        other.close()
+
+
+def test_import_refuses_a_bad_file_before_writing(store: MemoryStore, tmp_path: Any) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": "00000000-0000-4000-8000-000000000001", "content": "ok", "agent_id": "a", "user_id": "u", "org_id": "o", "workspace_id": "w", "created_at": 1}\nnot json\n')
+    with pytest.raises(ValidationError) as info:
+        import_jsonl(store, path)
+    assert "line 2" in info.value.message and store.health().total == 0
+
+
+def test_semantic_search_refuses_another_embedder_until_reindex(make_store: Any, scope: Scope) -> None:
+    store = make_store(CountingEmbedder(256))
+    if not store.persistent:
+        pytest.skip("reopening with another model needs a persistent backend")
+    mid = store.remember("billing deploy failed", None, scope)
+    store.close()
+    other = make_store(CountingEmbedder(128))
+    with pytest.raises(EmbedderMismatchError) as info:
+        other.recall("billing", scope)
+    assert (info.value.stored, info.value.current) == ("hashing-fake-256", "hashing-fake-128")
+    assert other.search("billing", scope)[0].id == mid  # keyword search needs no vectors
+    assert other.health().needs_reindex
+    seen: list[tuple[int, int]] = []
+    assert other.reindex(progress=lambda n, total: seen.append((n, total))) == 1
+    assert seen == [(1, 1)]
+    assert other.recall("billing deploy", scope)[0].id == mid and not other.health().needs_reindex
