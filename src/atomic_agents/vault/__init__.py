@@ -23,9 +23,8 @@ from ._validate import Issue, validate_note_meta, validate_wiki_meta
 from ._vault import Vault, promote_journal_item
 
 __all__ = [
-    "CONFIDENCE_LEVELS",
-    "NOTE_TYPES",
     "Agent",
+    "CONFIDENCE_LEVELS",
     "Document",
     "Entry",
     "Index",
@@ -35,6 +34,7 @@ __all__ = [
     "LogEntry",
     "LogQueryResult",
     "ModelConfig",
+    "NOTE_TYPES",
     "Note",
     "NoteDraft",
     "NoteMeta",
