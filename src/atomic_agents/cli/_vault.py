@@ -12,6 +12,7 @@ import typer
 import yaml
 
 from ..exceptions import ValidationError
+from ..vault._units import UnitType
 from ..vault import (
     Agent,
     NoteDraft,
@@ -50,6 +51,10 @@ def _agent(root: Path, name: str) -> Agent:
     agent = Vault(root).agent(name)
     agent.require()
     return agent
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
 
 
 def _body(body: str | None, body_file: Path | None) -> str:
@@ -156,7 +161,7 @@ def show(
 ) -> None:
     """Print one note or wiki page."""
     note = _agent(agents_root, agent).load(file if file.endswith(".md") else file + ".md", "wiki" if wiki else "memory")
-    emit(note.to_dict(), json_out, lambda: sys.stdout.write(note.path.read_text(encoding="utf-8")))
+    emit(note.to_dict(), json_out, lambda: _write(note.path.read_text(encoding="utf-8")))
 
 
 @app.command("list")
@@ -176,7 +181,7 @@ def list_(
         emit({"agents": names}, json_out, lambda: console.print("\n".join(names) or "(no agents)"))
         return
     ag = _agent(agents_root, agent)
-    unit_type = "wiki" if wiki else "memory"
+    unit_type: UnitType = "wiki" if wiki else "memory"
     notes = ag.list_notes(include_superseded=all_, type=type, pinned=True if pinned else None, unit_type=unit_type)
     _, unreadable = ag.scan(unit_type)
     rows = [{"file": n.filename, "type": n.type, "name": n.name, "description": n.description,
@@ -206,8 +211,11 @@ def validate(
 ) -> None:
     """Run the spec's checks over every note and wiki page; exit 1 on any error."""
     issues = Vault(agents_root).validate(agent)
-    emit({"ok": not issues, "errors": [i.__dict__ for i in issues]}, json_out,
-         lambda: (_issues_human(issues), console.print("valid" if not issues else f"{len(issues)} errors")))
+    def human() -> None:
+        _issues_human(issues)
+        console.print("valid" if not issues else f"{len(issues)} errors")
+
+    emit({"ok": not issues, "errors": [i.__dict__ for i in issues]}, json_out, human)
     if issues:
         raise typer.Exit(1)
 
@@ -258,7 +266,7 @@ def index_show(agent: AgentArg, wiki: WikiFlag = False, agents_root: AgentsRoot 
     files = idx.render()
     emit({"files": files, "entries": [{"section": s, "title": e.title, "hook": e.hook, "file": e.filename}
                                       for s, e in idx.entries()]}, json_out,
-         lambda: sys.stdout.write("".join(files[k] for k in sorted(files, key=lambda k: k != "INDEX.md"))))
+         lambda: _write("".join(files[k] for k in sorted(files, key=lambda k: k != "INDEX.md"))))
 
 
 @index_app.command("rebuild")
@@ -297,9 +305,11 @@ def journal_show(agent: AgentArg, date: Annotated[Optional[str], typer.Option(he
     day = _date(date, "--date") or dt.date.today()
     items = journal_items(ag, day)
     path = journal_path(ag, day)
-    emit({"path": str(path), "items": [i.__dict__ for i in items]}, json_out,
-         lambda: (sys.stdout.write(path.read_text(encoding="utf-8")),
-                  console.print("\nItems: " + "; ".join(f"{i.number}. {i.text}" for i in items))))
+    def human() -> None:
+        _write(path.read_text(encoding="utf-8"))
+        console.print("\nItems: " + "; ".join(f"{i.number}. {i.text}" for i in items))
+
+    emit({"path": str(path), "items": [i.__dict__ for i in items]}, json_out, human)
 
 
 @journal_app.command("promote")

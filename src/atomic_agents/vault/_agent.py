@@ -24,7 +24,7 @@ from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, Va
 from ._frontmatter import Document, parse, read, render
 from ._index import ARCHIVE, PROMOTED, Index, _Section, section_for
 from ._names import check_agent_name, check_topic, safe_child
-from ._units import Note, NoteDraft, UnitType, order_meta
+from ._units import Note, NoteDraft, UnitType, WikiDraft, order_meta
 from ._upgrade import upgrade_for_write
 from ._validate import Issue, raise_first_error, validate_note_meta, validate_wiki_meta
 
@@ -275,7 +275,8 @@ class Agent:
 
     def _entry_for(self, meta: dict[str, Any], filename: str, unit_type: UnitType, today: dt.date) -> tuple[str, str, str]:
         sup = meta.get("superseded_by")
-        title = meta.get("name") if isinstance(meta.get("name"), str) else filename
+        name = meta.get("name")
+        title = name if isinstance(name, str) and name else filename
         if isinstance(sup, str) and sup:
             return title, f"superseded by {sup}, {today.isoformat()}", ARCHIVE
         section = section_for(meta.get("type"), False) if unit_type == "memory" else "Pages"

@@ -25,7 +25,7 @@ __all__ = ["Document", "parse", "read", "render", "dump_meta"]
 _Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Loader(_Base):  # type: ignore[misc, valid-type]
+class _Loader(_Base):
     """Safe loader that keeps an impossible date (2026-02-30) as its string.
 
     PyYAML raises on such a value, which would lose the whole file; as a

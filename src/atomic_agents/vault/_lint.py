@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._units import Note
+from ._units import Note, UnitType
 from ._validate import NOTE_FILENAME, Issue, validate_note_meta, validate_wiki_meta
 
 if TYPE_CHECKING:
@@ -56,8 +56,9 @@ class LintReport:
 def check_units(agent: Agent, *, strict_index: bool = True, notes: list[Note] | None = None) -> list[Issue]:
     """Spec checks 1-6 on every note and wiki page, with supersede links and INDEX coverage."""
     issues: list[Issue] = []
+    unit_type: UnitType
     for unit_type in ("memory", "wiki"):
-        units, errors = agent.scan(unit_type)  # type: ignore[arg-type]
+        units, errors = agent.scan(unit_type)
         for err in errors:
             rel = os.path.relpath(err.path, agent.agents_root) if err.path else None
             where = f"{rel}:{err.line}" if rel and err.line else rel
@@ -70,7 +71,7 @@ def check_units(agent: Agent, *, strict_index: bool = True, notes: list[Note] | 
             issues.extend(validator(u.meta, filename=u.filename, path=rel, target_version=None))
             issues.extend(_links(u, names, rel))
         if strict_index:
-            issues.extend(_index_coverage(agent, unit_type, units, names))  # type: ignore[arg-type]
+            issues.extend(_index_coverage(agent, unit_type, units, names))
     return issues
 
 
@@ -83,11 +84,11 @@ def _links(u: Note, names: set[str], rel: str) -> list[Issue]:
     return out
 
 
-def _index_coverage(agent: Agent, unit_type: str, units: list[Note], names: set[str]) -> list[Issue]:
-    folder = agent.folder(unit_type)  # type: ignore[arg-type]
+def _index_coverage(agent: Agent, unit_type: UnitType, units: list[Note], names: set[str]) -> list[Issue]:
+    folder = agent.folder(unit_type)
     if not units and not (folder / "INDEX.md").exists():
         return []
-    idx = agent.index(unit_type)  # type: ignore[arg-type]
+    idx = agent.index(unit_type)
     rel_index = str((folder / "INDEX.md").relative_to(agent.agents_root))
     titles: dict[str, list[str]] = {}
     for u in units:

@@ -98,7 +98,7 @@ class LogQueryResult:
     invalid: list[str] = field(default_factory=list)
 
     def totals(self) -> dict[str, Any]:
-        cost = [e.get("cost_usd") for e in self.entries if isinstance(e.get("cost_usd"), (int, float))]
+        cost: list[float] = [e["cost_usd"] for e in self.entries if isinstance(e.get("cost_usd"), (int, float))]
         by_status: dict[str, int] = {}
         for e in self.entries:
             by_status[e["status"]] = by_status.get(e["status"], 0) + 1
