@@ -39,7 +39,7 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "password-assignment",
         re.compile(
-            r"(?i)\b(?:password|passwd|passphrase|pwd|secret|secret[_-]?key|api[_-]?key|apikey|"
+            r"(?i)(?<![a-z0-9])(?:password|passwd|passphrase|pwd|secret|secret[_-]?key|api[_-]?key|apikey|"
             r"access[_-]?token|auth[_-]?token|refresh[_-]?token|client[_-]?secret|private[_-]?key|"
             r"aws_secret_access_key)\b[\"']?\s*[:=]\s*[\"']?(?P<value>[^\s\"',;]{4,})"
         ),

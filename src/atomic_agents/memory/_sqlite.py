@@ -109,16 +109,20 @@ def _needs_python_check(filters: Mapping[str, Any]) -> bool:
 
 
 class SQLiteMemoryStore:
-    """A :class:`~atomic_agents.memory.MemoryStore` in one SQLite file; safe for many processes."""
+    """A :class:`~atomic_agents.memory.MemoryStore` in one SQLite file; safe for many processes.
+
+    ``durable=True`` (default) fsyncs every commit: a returned ``remember`` survives a
+    power cut. ``durable=False`` survives a crashed process only (faster bulk loads).
+    """
 
     persistent = True
     backend = "sqlite"
 
-    def __init__(self, path: str | os.PathLike[str], *, embedder: Embedder) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, embedder: Embedder, durable: bool = True) -> None:
         self.path = Path(path)
         self.embedder = embedder
         self._lock = threading.RLock()
-        self._conn = connect(self.path)
+        self._conn = connect(self.path, durable=durable)
         ensure_schema(self._conn, embedder.model_id, embedder.dimension)
         self._index: VectorIndex | None = None
         self._index_model: str | None = None

@@ -1,0 +1,110 @@
+"""What only the SQLite backend promises: plain-SQL readability, durability, many processes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore, default_db_path, open_store
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "memory.db"
+
+
+def test_plain_sql_readers_see_the_documented_columns(db: Path) -> None:
+    scope = Scope("builder", "alice", org_id="acme", workspace_id="acme/web")
+    with SQLiteMemoryStore(db, embedder=HashingEmbedder()) as store:
+        live = store.remember("Goal: g1 | Record ID: r1 | Stage: action", {"goal_id": "g1", "record_type": "action_record"}, scope)
+        store.forget(store.remember("gone", {"goal_id": "g1"}, scope))
+    conn = sqlite3.connect(db)
+    rows = conn.execute(
+        "SELECT id, content, created_at, json_extract(metadata, '$.record_type'), org_id, workspace_id"
+        " FROM memories WHERE json_extract(metadata, '$.goal_id') = 'g1' AND deleted_at = 0"
+    ).fetchall()
+    assert len(rows) == 1 and rows[0][0] == live and rows[0][3] == "action_record"
+    assert isinstance(rows[0][2], float) and rows[0][2] > 1.6e9  # unix seconds
+    assert rows[0][4:] == ("acme", "acme/web")
+    assert json.loads(conn.execute("SELECT metadata FROM memories WHERE id = ?", [live]).fetchone()[0])["stored_at"]
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_metadata_filters_use_an_index(db: Path) -> None:
+    with SQLiteMemoryStore(db, embedder=HashingEmbedder()) as store:
+        store.remember("x", {"goal_id": "g1"}, Scope("a", "u"))
+    conn = sqlite3.connect(db)
+    plan = " ".join(
+        str(r) for r in conn.execute("EXPLAIN QUERY PLAN SELECT seq FROM memory_tags WHERE key = 'goal_id' AND value IS 'g1' AND kind = 'text'")
+    )
+    assert "USING PRIMARY KEY" in plan or "USING COVERING INDEX" in plan
+
+
+def test_memories_survive_reopening(db: Path) -> None:
+    scope = Scope("a", "u")
+    with SQLiteMemoryStore(db, embedder=HashingEmbedder()) as store:
+        mid = store.remember("billing deploy failed", None, scope)
+    with SQLiteMemoryStore(db, embedder=HashingEmbedder()) as again:
+        assert again.get(mid).content == "billing deploy failed"
+        assert again.recall("billing deploy", scope)[0].id == mid
+
+
+def test_semantic_search_sees_writes_from_another_connection(db: Path) -> None:
+    scope = Scope("a", "u")
+    reader = SQLiteMemoryStore(db, embedder=HashingEmbedder())
+    writer = SQLiteMemoryStore(db, embedder=HashingEmbedder())
+    first = writer.remember("billing deploy failed", None, scope)
+    assert [h.id for h in reader.recall("billing deploy", scope)] == [first]  # loads the matrix
+    second = writer.remember("billing deploy failed again today", None, scope)
+    assert {h.id for h in reader.recall("billing deploy", scope)} == {first, second}
+    writer.forget(first)
+    assert [h.id for h in reader.recall("billing deploy", scope)] == [second]
+    writer.prune(scope.as_filter(), keywords="billing", dry_run=False, hard=True)  # rows vanish: full reload
+    assert reader.recall("billing deploy", scope) == []
+    reader.close()
+    writer.close()
+
+
+def test_default_path_follows_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert default_db_path(tmp_path) == tmp_path / "_memory" / "memory.db"
+    monkeypatch.setenv("ATOMIC_AGENTS_ROOT", str(tmp_path / "root"))
+    assert default_db_path() == tmp_path / "root" / "_memory" / "memory.db"
+    monkeypatch.setenv("ATOMIC_AGENTS_DB", str(tmp_path / "x.db"))
+    store = open_store(embedder=HashingEmbedder())
+    assert store.health().path == str(tmp_path / "x.db")
+    store.close()
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore
+    store = SQLiteMemoryStore(sys.argv[1], embedder=HashingEmbedder())
+    scope = Scope("agent-" + sys.argv[2], "user")
+    for i in range(int(sys.argv[3])):
+        store.remember(f"process {sys.argv[2]} memory {i} about deploys", {"i": i}, scope)
+    print("done")
+    """
+)
+
+
+def test_four_processes_writing_at_once_lose_nothing(db: Path) -> None:
+    n = 1000
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(db), str(p), str(n)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for p in range(4)
+    ]
+    results = [p.communicate(timeout=300) for p in procs]
+    for (out, err), p in zip(results, procs, strict=True):
+        assert p.returncode == 0, err
+        assert "locked" not in err and out.strip() == "done"
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 4 * n
+    assert conn.execute("SELECT count(DISTINCT id) FROM memories").fetchone()[0] == 4 * n
+    assert conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'deploys'").fetchone()[0] == 4 * n
