@@ -98,3 +98,19 @@ def test_batch_writes_index_once(agent: Agent, monkeypatch) -> None:
     agent.create_notes([draft(f"rule_{i:02d}") for i in range(50)])
     assert sum(p.endswith("INDEX.md") for p in writes) == 1
     assert sum("rule_" in p for p in writes) == 50
+
+
+def test_same_title_twice_keeps_entries_apart(agent: Agent) -> None:
+    a = agent.new_note(draft("target_one", type="decision", name="Income target", description="first"))
+    b = agent.new_note(draft("target_two", type="decision", name="Income target", description="second"))
+    text = (agent.memory_dir / "INDEX.md").read_text()
+    assert "- `Income target` — first" in text
+    assert f"- [Income target]({b.filename}) — second" in text
+    agent.update_note(b.filename, {"description": "second, changed"})
+    agent.update_note(a.filename, {"description": "first, changed"})
+    text = (agent.memory_dir / "INDEX.md").read_text()
+    assert "- `Income target` — first, changed" in text
+    assert f"- [Income target]({b.filename}) — second, changed" in text
+    assert agent.validate() == []
+    agent.rebuild_index()
+    assert len(agent.index().entries()) == 2 and agent.validate() == []

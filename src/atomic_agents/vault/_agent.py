@@ -41,6 +41,7 @@ class _Write:
     meta: dict[str, Any]
     old_title: str | None
     refresh_hook: bool
+    is_new: bool = False
 
 
 class Agent:
@@ -176,7 +177,9 @@ class Agent:
                     raise ConflictError(f"{path}: already exists (update it, or supersede it with a new topic)", path=path)
                 seen.add(d.filename)
                 meta = d.meta(today)
-                writes.append(self._prepare(path, unit_type, Document(meta={}, body=""), meta, d.body, None, True))
+                w = self._prepare(path, unit_type, Document(meta={}, body=""), meta, d.body, None, True)
+                w.is_new = True
+                writes.append(w)
                 if unit_type == "memory" and isinstance(d, NoteDraft) and d.supersedes:
                     supersede_old.append((d.supersedes, d.filename))
             for old_name, new_name in supersede_old:
@@ -289,7 +292,7 @@ class Agent:
         for w in writes:
             title, hook, section = self._entry_for(w.meta, w.path.name, unit_type, today)
             idx.upsert(w.path.name, title=title, hook=hook, section=section, old_title=w.old_title,
-                       refresh_hook=w.refresh_hook)
+                       refresh_hook=w.refresh_hook, is_new=w.is_new)
         index_files = idx.changed_files()
         marker = folder / _MARKER
         if index_files:
@@ -360,7 +363,7 @@ class Agent:
                 prior = kept_hooks.get((section, n.filename)) or kept_hooks.get((section, title))
                 if prior is not None and (section != ARCHIVE or prior.hook.startswith("superseded by")):
                     hook = prior.hook
-                fresh.upsert(n.filename, title=title, hook=hook, section=section)
+                fresh.upsert(n.filename, title=title, hook=hook, section=section, is_new=True)
             files = fresh.changed_files()
             for name, text in files.items():
                 atomic_write(self.folder(unit_type) / name, text, sync_dir=False)

@@ -80,11 +80,14 @@ def parse_entry(line: str) -> Entry | None:
     return None
 
 
-def format_entry(title: str, hook: str) -> str:
-    """An entry in the spec's form: ``- `Title` — hook``."""
-    title = " ".join(title.replace("`", "'").split())
+def format_entry(title: str, hook: str, filename: str | None = None) -> str:
+    """An entry in the spec's form ``- `Title` — hook``, or the link form when a filename is given."""
     hook = " ".join(hook.split())
-    return f"- `{title}` — {hook}" if hook else f"- `{title}`"
+    if filename is not None:
+        head = f"- [{' '.join(title.replace(']', ')').split())}]({filename})"
+    else:
+        head = f"- `{' '.join(title.replace('`', chr(39)).split())}`"
+    return f"{head} — {hook}" if hook else head
 
 
 def section_for(note_type: str | None, superseded: bool) -> str:
@@ -173,7 +176,8 @@ class Index:
                     continue
                 if e.filename == filename:
                     return sec, i
-                if by_title is None and (e.title == title or (e.filename is None and e.title == filename)):
+                # a link-form entry belongs to the file it links; only bare titles match by title
+                if by_title is None and e.filename is None and e.title in (title, filename):
                     by_title = (sec, i)
         return by_title
 
@@ -196,16 +200,21 @@ class Index:
 
     # -------------------------------------------------------------- mutations
     def upsert(self, filename: str, *, title: str, hook: str, section: str, old_title: str | None = None,
-               refresh_hook: bool = True) -> bool:
+               refresh_hook: bool = True, is_new: bool = False) -> bool:
         """Put the note's entry in ``section``; return True if anything changed.
 
         An existing entry keeps its (possibly hand-shortened) hook unless
         ``refresh_hook`` says the description changed, and keeps the link form
-        it was written in.
+        it was written in. A new note (``is_new``) never takes over another
+        note's entry by title; if its title is already listed, its entry is
+        written in the link form so the two stay apart.
         """
-        found = self.find(filename, old_title if old_title is not None else title)
-        if found is None and old_title is not None and old_title != title:
-            found = self.find(filename, title)
+        if is_new:
+            found = self.find(filename, None)
+        else:
+            found = self.find(filename, old_title if old_title is not None else title)
+            if found is None and old_title is not None and old_title != title:
+                found = self.find(filename, title)
         new_line: str
         if found is not None:
             sec, i = found
@@ -214,16 +223,16 @@ class Index:
             assert old is not None
             keep_hook = not refresh_hook and old.title == title and sec.heading == section
             use_hook = old.hook if keep_hook else hook
-            if old.filename is not None:  # keep the reference implementation's link form
-                new_line = f"- [{title}]({old.filename})" + (f" — {' '.join(use_hook.split())}" if use_hook else "")
-            else:
-                new_line = format_entry(title, use_hook)
+            # keep the form the entry was written in (the reference implementation's link form too)
+            new_line = format_entry(title, use_hook, old.filename)
             if sec.heading == section:
                 if old_line == new_line:
                     return False
                 sec.lines[i] = new_line
                 return True
             del sec.lines[i]
+        elif is_new and "t:" + title in self._key_map():
+            new_line = format_entry(title, hook, filename)
         else:
             new_line = format_entry(title, hook)
         target = self._section(section)
