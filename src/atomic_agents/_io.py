@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .exceptions import LockBusyError
 
-__all__ = ["FileLock", "append_line", "atomic_write", "atomic_write_many", "fsync_dir"]
+__all__ = ["FileLock", "append_line", "atomic_write", "atomic_write_many", "fsync_dir", "sweep_stale_temps"]
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:
@@ -70,6 +70,35 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, sync_dir: b
         raise
     if sync_dir:
         fsync_dir(target.parent)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_temps(directory: str | os.PathLike[str]) -> list[Path]:
+    """Remove temp files left by writers that were killed mid-write (their pid is gone).
+
+    A killed writer never got to rename its temp file, so the target still holds
+    the old version; the temp file is garbage.
+    """
+    removed: list[Path] = []
+    folder = Path(directory)
+    if not folder.is_dir():
+        return removed
+    for p in folder.glob(".*.tmp"):
+        parts = p.name.rsplit(".", 3)  # .{name}.{pid}.{ns}.tmp
+        if len(parts) == 4 and parts[1].isdigit() and not _pid_alive(int(parts[1])):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+                removed.append(p)
+    return removed
 
 
 def atomic_write_many(items: list[tuple[Path, bytes]]) -> None:

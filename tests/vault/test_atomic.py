@@ -76,6 +76,8 @@ def test_sigkill_at_random_points_leaves_old_or_new_never_partial(agent: Agent) 
         for p in agent.memory_dir.glob("user_fact_*.md"):
             assert parse(p.read_text()).meta["type"] == "user"
         assert agent.validate() == [], f"trial {trial}"
+    # no temp file of a killed writer is left after validate
+    assert not list(agent.memory_dir.glob(".*.tmp"))
     # every note that exists is in the INDEX after the roll-forward
     titles = {e.title for _, e in agent.index().entries()}
     assert {n.name for n in agent.list_notes()} <= titles

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io import FileLock, atomic_write, fsync_dir
+from .._io import FileLock, atomic_write, fsync_dir, sweep_stale_temps
 from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, ValidationError
 from ._frontmatter import Document, parse, read, render
 from ._index import ARCHIVE, PROMOTED, Index, _Section, section_for
@@ -377,8 +377,10 @@ class Agent:
 
         if self.exists():
             with self.locked():
-                self._recover("memory", today or dt.date.today())
-                self._recover("wiki", today or dt.date.today())
+                unit_type: UnitType
+                for unit_type in ("memory", "wiki"):
+                    self._recover(unit_type, today or dt.date.today())
+                    sweep_stale_temps(self.folder(unit_type))
         return [i for i in check_units(self, strict_index=True) if i.severity == "error"]
 
 
