@@ -24,7 +24,7 @@ from ._runner import RunnerMixin
 from ._scripts import list_scripts
 from ._snapshot import create_snapshot, list_snapshot_names, resolve_snapshot, restore_snapshot
 from ._types import MigrationCapabilities, MigrationEvent, MigrationSnapshotRef, MigrationStatus, UnparseableUnit
-from ._units import FileUnit, version_of
+from ._units import FileUnit, ParseCache, version_of
 
 __all__ = ["FilesystemMigrationBackend", "LOCK_FILE"]
 
@@ -50,6 +50,7 @@ class FilesystemMigrationBackend(RunnerMixin):
     def __init__(self, agents_root: str | os.PathLike[str]) -> None:
         self.agents_root = Path(agents_root).expanduser().absolute()
         self._dirty_dirs: set[Path] = set()
+        self._parsed = ParseCache()
 
     # MUST 6: a constant, so stable for the lifetime of the instance.
     @property
@@ -80,23 +81,26 @@ class FilesystemMigrationBackend(RunnerMixin):
         real_root = root.resolve()
         seen: set[Path] = set()
         out: list[tuple[Path, str]] = []
-        for agent in sorted(root.iterdir(), key=lambda p: p.name):
+        for agent in sorted(os.scandir(root), key=lambda e: e.name):
             if agent.name.startswith((".", "_")) or not agent.is_dir():
                 continue  # _migrations, _dashboard, _cache, _memory, .git ...
             for folder, unit_type in _UNIT_DIRS:
-                d = agent / folder
-                if not d.is_dir():
+                d = Path(agent.path, folder)
+                try:
+                    entries = sorted(os.scandir(d), key=lambda e: e.name)
+                except (FileNotFoundError, NotADirectoryError):
                     continue
-                for f in sorted(d.iterdir(), key=lambda p: p.name):
+                real_dir = d.resolve()  # once per folder; only symlinked files resolve one by one
+                for f in entries:
                     name = f.name
                     if not name.endswith(".md") or name.startswith(".") or _is_index(name):
                         continue
-                    real = f.resolve()
-                    if real in seen or not real.is_file():
+                    real = Path(f.path).resolve() if f.is_symlink() else real_dir / name
+                    if real in seen or not (f.is_file() if not f.is_symlink() else real.is_file()):
                         continue
                     if not real.is_relative_to(real_root):
                         # A snapshot could not cover it, so it is never migrated.
-                        log.warning("skipping %s: it resolves outside the vault (%s)", f, real)
+                        log.warning("skipping %s: it resolves outside the vault (%s)", f.path, real)
                         continue
                     seen.add(real)
                     out.append((real, unit_type))
@@ -105,7 +109,8 @@ class FilesystemMigrationBackend(RunnerMixin):
     def enumerate_units(self, *, dry_run: bool = True) -> list[MigratableUnit]:
         """Every note and wiki page once, symlinks resolved, sidecars excluded (MUST 2)."""
         on_write = None if dry_run else self._dirty_dirs.add
-        return [FileUnit(p, t, dry_run=dry_run, on_write=on_write) for p, t in self._unit_paths()]
+        cache = self._parsed
+        return [FileUnit(p, t, dry_run=dry_run, on_write=on_write, cache=cache) for p, t in self._unit_paths()]
 
     def _unit_filename(self, unit: MigratableUnit) -> str | None:
         return Path(unit.unit_id).name
@@ -156,6 +161,13 @@ class FilesystemMigrationBackend(RunnerMixin):
             scripts=tuple(list_scripts(self.migrations_dir)),
             snapshots=len(list_snapshot_names(self.snapshots_dir)),
         )
+
+    def run_migration(self, target_version: int | str, dry_run: bool = True, **kwargs: Any) -> Any:
+        """See :meth:`RunnerMixin.run_migration`; parsed files are cached for the run only."""
+        try:
+            return super().run_migration(target_version, dry_run, **kwargs)
+        finally:
+            self._parsed.clear()
 
     # -- snapshots --------------------------------------------------------------------
     def snapshot(self, target_version: int) -> MigrationSnapshotRef:

@@ -26,6 +26,7 @@ import re
 import shutil
 import stat
 import tarfile
+import zlib
 from pathlib import Path, PurePosixPath
 
 from .._io import fsync_dir
@@ -170,53 +171,100 @@ def restore_snapshot(root: Path, archive: Path, staging_parent: Path) -> int:
     staging = staging_parent / f".restore-{os.getpid()}-{os.urandom(4).hex()}"
     staging.mkdir()
     try:
-        _extract(archive, staging)
-        return _swap(root, staging)
+        staged, captured = _stage(root, archive, staging)
+        return _swap(root, staging, staged, captured)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _extract(archive: Path, staging: Path) -> None:
+def _stage(root: Path, archive: Path, staging: Path) -> tuple[list[str], dict[str, set[str]]]:
+    """Stream the archive; stage (fsynced) every entry that differs from the live vault.
+
+    Returns the staged relative paths and, per live folder, the names the
+    snapshot captured. Nothing under ``root`` changes here.
+    """
+    staged: list[str] = []
+    captured: dict[str, set[str]] = {}
     try:
         with gzip.open(archive, "rb") as gz:
-            with tarfile.open(fileobj=gz, mode="r:") as tar:
-                members = tar.getmembers()
-                for m in members:
+            with tarfile.open(fileobj=gz, mode="r|") as tar:
+                for m in tar:
                     parts = PurePosixPath(m.name).parts
                     if m.name.startswith("/") or ".." in parts or not (m.isfile() or m.issym() or m.isdir()):
                         raise MigrationError(f"snapshot {archive.name} holds an unsafe entry {m.name!r}")
                     if is_excluded(parts, is_dir=m.isdir()):
                         raise MigrationError(f"snapshot {archive.name} holds {m.name!r}, which restore never touches")
-                tar.extractall(staging, members=members, filter="tar")
+                    if m.isdir():
+                        continue
+                    live = os.path.join(root, *parts)
+                    captured.setdefault(os.path.dirname(live), set()).add(parts[-1])
+                    target = os.path.join(staging, *parts)
+                    if m.issym():
+                        if _is_link_to(live, m.linkname):
+                            continue
+                        os.makedirs(os.path.dirname(target), exist_ok=True)
+                        os.symlink(m.linkname, target)
+                    else:
+                        fh = tar.extractfile(m)
+                        data = fh.read() if fh is not None else b""
+                        if _has_bytes(live, data):
+                            continue
+                        os.makedirs(os.path.dirname(target), exist_ok=True)
+                        _write_staged(target, data, m.mode, m.mtime)
+                    staged.append("/".join(parts))
             # Read to the end so gzip checks its CRC and length trailer.
             while gz.read(1 << 20):
                 pass
     except MigrationError:
         raise
-    except (OSError, EOFError, tarfile.TarError, gzip.BadGzipFile) as exc:
-        raise MigrationError(f"snapshot {archive.name} is unreadable ({type(exc).__name__}: {exc}); the vault was not touched") from exc
+    except (OSError, EOFError, tarfile.TarError, gzip.BadGzipFile, zlib.error) as exc:
+        raise MigrationError(
+            f"snapshot {archive.name} is unreadable ({type(exc).__name__}: {exc}); the vault was not touched"
+        ) from exc
+    return staged, captured
 
 
-def _swap(root: Path, staging: Path) -> int:
-    changed = 0
+def _write_staged(target: str, data: bytes, mode: int, mtime: float) -> None:
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IMODE(mode) or 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)  # durable before it is renamed over a live file
+    finally:
+        os.close(fd)
+    os.utime(target, (mtime, mtime))
+
+
+def _is_link_to(live: str, linkname: str) -> bool:
+    try:
+        return os.path.islink(live) and os.readlink(live) == linkname
+    except OSError:
+        return False
+
+
+def _has_bytes(live: str, data: bytes) -> bool:
+    try:
+        st = os.lstat(live)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False
+        with open(live, "rb") as fh:
+            return fh.read() == data
+    except OSError:
+        return False
+
+
+def _swap(root: Path, staging: Path, staged: list[str], captured: dict[str, set[str]]) -> int:
     touched_dirs: set[str] = set()
-    captured: dict[str, set[str]] = {}
-    for dirpath, dirnames, filenames in os.walk(staging):
-        rel_dir = os.path.relpath(dirpath, staging)
-        live_dir = os.path.normpath(os.path.join(root, rel_dir))
-        names = filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
-        for name in names:
-            src = os.path.join(dirpath, name)
-            dst = os.path.join(live_dir, name)
-            captured.setdefault(live_dir, set()).add(name)
-            if _same_entry(src, dst):
-                continue
-            os.makedirs(live_dir, exist_ok=True)
-            if os.path.isdir(dst) and not os.path.islink(dst):
-                raise MigrationError(f"cannot restore {dst}: a folder now stands where the snapshot has a file")
-            os.replace(src, dst)
-            touched_dirs.add(live_dir)
-            changed += 1
+    for rel in staged:
+        src = os.path.join(staging, rel)
+        dst = os.path.join(root, rel)
+        live_dir = os.path.dirname(dst)
+        os.makedirs(live_dir, exist_ok=True)
+        if os.path.isdir(dst) and not os.path.islink(dst):
+            raise MigrationError(f"cannot restore {dst}: a folder now stands where the snapshot has a file")
+        os.replace(src, dst)
+        touched_dirs.add(live_dir)
     # Debris of writes killed mid-way (atomic_write temp files next to captured files).
     for live_dir, names in captured.items():
         try:
@@ -228,19 +276,6 @@ def _swap(root: Path, staging: Path) -> int:
             if m and m.group("name") in names:
                 os.unlink(os.path.join(live_dir, entry))
                 touched_dirs.add(live_dir)
-    for d in touched_dirs:
+    for d in sorted(touched_dirs):
         fsync_dir(d)
-    return changed
-
-
-def _same_entry(src: str, dst: str) -> bool:
-    try:
-        s, d = os.lstat(src), os.lstat(dst)
-    except FileNotFoundError:
-        return False
-    if stat.S_ISLNK(s.st_mode) or stat.S_ISLNK(d.st_mode):
-        return stat.S_ISLNK(s.st_mode) and stat.S_ISLNK(d.st_mode) and os.readlink(src) == os.readlink(dst)
-    if not (stat.S_ISREG(s.st_mode) and stat.S_ISREG(d.st_mode)) or s.st_size != d.st_size:
-        return False
-    with open(src, "rb") as a, open(dst, "rb") as b:
-        return a.read() == b.read()
+    return len(staged)

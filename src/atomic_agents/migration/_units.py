@@ -9,6 +9,7 @@ satisfy :class:`~atomic_agents.migration.MigratableUnit`.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,20 @@ from .._schema import LEGACY_SCHEMA_VERSION
 from ..vault import _frontmatter as fm
 from ._types import UnitChange
 
-__all__ = ["FileUnit", "MemoryUnit", "diff_meta", "version_of"]
+__all__ = ["FileUnit", "MemoryUnit", "ParseCache", "copy_meta", "diff_meta", "version_of"]
 
 _MISSING = object()
+
+
+def copy_meta(value: Any) -> Any:
+    """Deep copy of YAML-shaped data (dicts, lists, immutable scalars and dates); ~10x faster than deepcopy."""
+    if isinstance(value, dict):
+        return {k: copy_meta(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_meta(v) for v in value]
+    if isinstance(value, (str, int, float, bool, type(None), dt.date)):
+        return value
+    return copy.deepcopy(value)
 
 
 def version_of(meta: dict[str, Any]) -> int | None:
@@ -31,6 +43,29 @@ def version_of(meta: dict[str, Any]) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         return None
     return value
+
+
+class ParseCache:
+    """Parsed documents keyed by path and exact text.
+
+    A run reads each file several times (the version probe, the locked
+    enumeration, validation); a file whose bytes did not change is not parsed
+    again. Documents are never mutated (handles hand out copies), so sharing is safe.
+    """
+
+    def __init__(self) -> None:
+        self._docs: dict[Path, tuple[str, fm.Document]] = {}
+
+    def parse(self, path: Path, text: str) -> fm.Document:
+        hit = self._docs.get(path)
+        if hit is not None and hit[0] == text:
+            return hit[1]
+        doc = fm.parse(text, path=path)
+        self._docs[path] = (text, doc)
+        return doc
+
+    def clear(self) -> None:
+        self._docs.clear()
 
 
 class FileUnit:
@@ -44,7 +79,7 @@ class FileUnit:
     temp + fsync + rename (MUST 3); the rename is made durable once per folder.
     """
 
-    __slots__ = ("_path", "_unit_type", "_dry_run", "_doc", "_text", "_pending", "_original", "_on_write")
+    __slots__ = ("_path", "_unit_type", "_dry_run", "_doc", "_text", "_pending", "_original", "_on_write", "_cache")
 
     def __init__(
         self,
@@ -53,6 +88,7 @@ class FileUnit:
         *,
         dry_run: bool = True,
         on_write: Callable[[Path], None] | None = None,
+        cache: ParseCache | None = None,
     ) -> None:
         self._path = Path(path)
         self._unit_type = unit_type
@@ -62,6 +98,7 @@ class FileUnit:
         self._pending: dict[str, Any] | None = None
         self._original: dict[str, Any] | None = None
         self._on_write = on_write
+        self._cache = cache
 
     @property
     def unit_id(self) -> str:
@@ -84,16 +121,19 @@ class FileUnit:
             if self._text is None:
                 with open(self._path, encoding="utf-8", newline="") as fh:
                     self._text = fh.read()
-            self._doc = fm.parse(self._text, path=self._path)
-            if self._original is None:
-                self._original = copy.deepcopy(self._doc.meta)
+            if self._cache is not None:
+                self._doc = self._cache.parse(self._path, self._text)
+            else:
+                self._doc = fm.parse(self._text, path=self._path)
+            if self._original is None and self._dry_run:  # only dry runs report per-key changes
+                self._original = copy_meta(self._doc.meta)
         return self._doc
 
     def read_frontmatter(self) -> dict[str, Any]:
         """A deep copy of the frontmatter (raises ``FrontmatterParseError`` with the line)."""
         if self._pending is not None:
-            return copy.deepcopy(self._pending)
-        return copy.deepcopy(self._document().meta)
+            return copy_meta(self._pending)
+        return copy_meta(self._document().meta)
 
     def write_frontmatter(self, meta: dict[str, Any]) -> None:
         """Smallest-diff render + atomic write (MUST 3); dry run: kept in memory only."""
@@ -101,7 +141,7 @@ class FileUnit:
             raise TypeError(f"write_frontmatter expects a dict, got {type(meta).__name__}")
         doc = self._document()
         if self._dry_run:
-            self._pending = copy.deepcopy(meta)
+            self._pending = copy_meta(meta)
             return
         text = fm.render(doc, meta)
         atomic_write(self._path, text, sync_dir=self._on_write is None)
@@ -133,8 +173,8 @@ class MemoryUnit:
         self._unit_id = unit_id
         self._unit_type = unit_type
         self._dry_run = dry_run
-        self._meta = copy.deepcopy(meta)
-        self._original = copy.deepcopy(meta)
+        self._meta = copy_meta(meta)
+        self._original = copy_meta(meta)
         self._pending: dict[str, Any] | None = None
 
     @property
@@ -150,15 +190,15 @@ class MemoryUnit:
         return self._dry_run
 
     def read_frontmatter(self) -> dict[str, Any]:
-        return copy.deepcopy(self._pending if self._pending is not None else self._meta)
+        return copy_meta(self._pending if self._pending is not None else self._meta)
 
     def write_frontmatter(self, meta: dict[str, Any]) -> None:
         if not isinstance(meta, dict):
             raise TypeError(f"write_frontmatter expects a dict, got {type(meta).__name__}")
         if self._dry_run:
-            self._pending = copy.deepcopy(meta)
+            self._pending = copy_meta(meta)
         else:
-            self._meta = copy.deepcopy(meta)
+            self._meta = copy_meta(meta)
 
     def original_meta(self) -> dict[str, Any]:
         return self._original
