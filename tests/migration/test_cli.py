@@ -39,7 +39,7 @@ def legacy(agents_root: Path) -> Path:
 def test_cli_status_counts_legacy_units(cli, legacy: Path, capsys) -> None:
     code, out, _ = run(cli, ["--status", "--agents-root", str(legacy)], capsys)
     assert code == 0
-    assert "vault at v0" in out and "12 legacy (no schema_version)" in out and "v0_to_v1.py" in out
+    assert "vault at v0" in out and "12 legacy without schema_version" in out and "v0_to_v1.py" in out
     code, out, _ = run(cli, ["--status", "--agents-root", str(legacy), "--json"], capsys)
     data = json.loads(out)
     assert (data["vault_version"], data["legacy_units"], data["units"]) == (0, 12, 12)

@@ -132,7 +132,7 @@ def _rel(unit_id: str, root: Path) -> str:
 def _print_status(st: Any) -> None:
     console.print(f"Vault: {st.agents_root}")
     console.print(f"Schema: vault at v{st.vault_version}; this package writes v{st.package_version}")
-    parts = [f"{n} at v{v}" if v else f"{n} legacy (no schema_version)" for v, n in sorted(st.by_version.items())]
+    parts = [f"{n} at v{v}" if v else f"{n} legacy without schema_version" for v, n in sorted(st.by_version.items())]
     console.print(f"Units: {st.units}" + (f" ({', '.join(parts)})" if parts else ""))
     for u in st.unparseable:
         console.print(f"  [red]does not parse[/red]: {u}")
@@ -165,10 +165,11 @@ def _print_result(result: Any, root: Path) -> None:
     if errors:
         label = "would fail validation" if result.dry_run else "validation errors"
         console.print(f"[red]{len(errors)} {label}[/red]:")
-        for e in errors[:20]:
-            console.print(f"  {e}", markup=False)
-        if len(errors) > 20:
-            console.print(f"  ... and {len(errors) - 20} more (--json lists all)")
+        prefix = str(root.resolve()) + "/"
+        for e in errors[:10]:
+            console.print(f"  {e.replace(prefix, '')}", markup=False)
+        if len(errors) > 10:
+            console.print(f"  ... and {len(errors) - 10} more (--json lists all)")
     if result.error:
         console.print(f"[red]error[/red]: {result.error}")
     if result.dry_run:
