@@ -264,3 +264,27 @@ def test_multi_step_chain_runs_in_order(agents_root: Path, monkeypatch) -> None:
     assert (dry.units_touched, dry.units_skipped) == (6 + 7, 1)  # v1_to_v2 sees v0_to_v1's dry-run output
     result = backend.run_migration(2, dry_run=False, **QUIET)
     assert result.ok and backend.read_schema_version() == 2
+
+
+def test_dry_run_script_raising_reports_and_writes_nothing(agents_root: Path) -> None:
+    from .test_conformance import RAISES_MIDWAY
+
+    make_vault(agents_root, version=None)
+    write_script(agents_root, "v0_to_v1.py", RAISES_MIDWAY)
+    before = tree(agents_root)
+    result = FilesystemMigrationBackend(agents_root).run_migration(1, dry_run=True)
+    assert not result.ok and "boom" in result.error and "nothing was written" in result.error
+    assert tree(agents_root) == before
+    assert FilesystemMigrationBackend(agents_root).list_snapshots() == []
+
+
+def test_status_cli_names_unparseable_file_and_line(vault: Path, capsys) -> None:
+    from atomic_agents.migrate import main
+
+    bad = vault / "nova" / "wiki" / "concept_1.md"
+    bad.write_text(bad.read_text().replace("description: How", "description: How: it"))
+    with pytest.raises(SystemExit) as exc:
+        main(["--status", "--agents-root", str(vault)])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0
+    assert f"does not parse: {bad.resolve()}:4:" in out  # line 4: the description

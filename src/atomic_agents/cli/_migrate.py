@@ -17,7 +17,7 @@ import typer
 try:  # typer >= 0.2x vendors click; its standalone mode only handles its own exceptions
     from typer._click.exceptions import UsageError
 except ImportError:  # pragma: no cover - older typer on the real click
-    from click.exceptions import UsageError
+    from click.exceptions import UsageError  # type: ignore[assignment]
 
 from ..exceptions import AtomicAgentsError
 from ._common import DEFAULT_AGENTS_ROOT, AgentsRoot, JsonFlag, console, emit, err_console

@@ -153,7 +153,8 @@ class RunnerMixin:
 
     # -- primitives every backend has (declared for type checkers) ------------------
     if TYPE_CHECKING:
-        backend_id: str
+        @property
+        def backend_id(self) -> str: ...
 
         def capabilities(self) -> MigrationCapabilities: ...
         def read_schema_version(self) -> int: ...
