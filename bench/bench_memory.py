@@ -14,6 +14,7 @@ Texts are synthetic ATP-style records, ~20 words each, seeded.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sqlite3
 import statistics
@@ -168,13 +169,14 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else ([10_000, 100_000] if args.full else [10_000])
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
-            t0 = time.perf_counter()
+            t0, load0 = time.perf_counter(), os.getloadavg()[0]
             rows = run(size, args.embedder, args.reps, Path(tmp))
-            print(f"\n## {size:,} memories, embedder {args.embedder} ({time.perf_counter() - t0:.0f} s)\n")
+            took, load1 = time.perf_counter() - t0, os.getloadavg()[0]
+            print(f"\n## {size:,} memories, embedder {args.embedder} ({took:.0f} s; load average {load0:.1f} -> {load1:.1f} on {os.cpu_count()} cores)\n")
             print("| metric | atomic-agents | baseline (same run) | target |")
             print("|---|---|---|---|")
             for r in rows:
-                print("| " + " | ".join(r) + " |")
+                print("| " + " | ".join(r) + " |", flush=True)
 
 
 if __name__ == "__main__":

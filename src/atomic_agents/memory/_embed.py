@@ -199,6 +199,9 @@ class MiniLMEmbedder(BaseEmbedder):
             options = ort.SessionOptions()
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.log_severity_level = 3
+            # No busy-wait spinning between ops: on a shared 2-core machine spinning threads
+            # fight other processes and halved throughput in our measurements.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             try:
                 session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
             except Exception as exc:  # onnxruntime raises its own untyped errors
