@@ -36,14 +36,20 @@ def test_plain_sql_readers_see_the_documented_columns(db: Path) -> None:
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_metadata_filters_use_an_index(db: Path) -> None:
-    with SQLiteMemoryStore(db, embedder=HashingEmbedder()) as store:
-        store.remember("x", {"goal_id": "g1"}, Scope("a", "u"))
-    conn = sqlite3.connect(db)
-    plan = " ".join(
-        str(r) for r in conn.execute("EXPLAIN QUERY PLAN SELECT seq FROM memory_tags WHERE key = 'goal_id' AND value IS 'g1' AND kind = 'text'")
-    )
-    assert "USING PRIMARY KEY" in plan or "USING COVERING INDEX" in plan
+def test_listing_one_goal_is_driven_by_the_tag_index(db: Path) -> None:
+    store = SQLiteMemoryStore(db, embedder=HashingEmbedder())
+    scope = Scope("a", "u")
+    store.remember("x", {"goal_id": "g1", "stage": "action"}, scope)
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)
+    assert len(store.list_memories(scope, {"goal_id": "g1", "stage": "action"})) == 1
+    store._conn.set_trace_callback(None)
+    sql = next(q for q in seen if "memory_tags" in q)
+    plan = [r[3] for r in sqlite3.connect(db).execute("EXPLAIN QUERY PLAN " + sql)]
+    # starts from the rows carrying goal_id=g1, never walks the whole scope
+    assert plan[0].startswith("SEARCH t0 USING PRIMARY KEY (key=? AND value=?")
+    assert not any(p.startswith("SCAN") for p in plan)
+    store.close()
 
 
 def test_memories_survive_reopening(db: Path) -> None:

@@ -87,8 +87,32 @@ def _tag_clause(filters: Mapping[str, Any]) -> tuple[str, list[Any]]:
         if isinstance(value, (dict, list)):
             continue  # not indexable; checked in Python afterwards
         sql.append(" AND m.seq IN (SELECT seq FROM memory_tags WHERE key = ? AND value IS ? AND kind = ?)")
-        params += [key, int(value) if isinstance(value, bool) else value, _json_kind(value)]
+        params += [key, _bind(value), _json_kind(value)]
     return "".join(sql), params
+
+
+def _filtered_source(filters: Mapping[str, Any]) -> tuple[str, str, list[Any]]:
+    """FROM clause + extra WHERE for equality filters, *driven by* the tag index.
+
+    CROSS JOIN fixes the join order: start from the (few) rows carrying the first
+    filter's key/value, then check scope. Left to itself the planner walks every row
+    of the scope index and probes the filter, which is linear in the scope's size.
+    """
+    scalars = [(k, v) for k, v in filters.items() if not isinstance(v, (dict, list))]
+    if not scalars:
+        return "memories m", "", []
+    frm = "memory_tags t0"
+    where, params = "", []
+    for i, (key, value) in enumerate(scalars):
+        if i:
+            frm += f" CROSS JOIN memory_tags t{i} ON t{i}.seq = t0.seq"
+        where += f" AND t{i}.key = ? AND t{i}.value IS ? AND t{i}.kind = ?"
+        params += [key, _bind(value), _json_kind(value)]
+    return frm + " CROSS JOIN memories m ON m.seq = t0.seq", where, params
+
+
+def _bind(value: Any) -> Any:
+    return int(value) if isinstance(value, bool) else value
 
 
 def _json_kind(value: Any) -> str:
@@ -435,26 +459,23 @@ class SQLiteMemoryStore:
 
     def _candidates(self, scope: Scope, filters: Mapping[str, Any]) -> list[int]:
         """Row ids in ``scope`` whose metadata equals ``filters`` (index lookups, then a strict check)."""
-        tags, tparams = _tag_clause(filters)
+        frm, where, fparams = _filtered_source(filters)
         cols = "m.seq, m.metadata" if _needs_python_check(filters) else "m.seq"
         rows = self._read(
-            f"SELECT {cols} FROM memories m WHERE {_SCOPE} AND {_LIVE}{tags}",
-            [*scope.key(), time.time(), *tparams],
+            f"SELECT {cols} FROM {frm} WHERE {_SCOPE} AND {_LIVE}{where}",
+            [*scope.key(), time.time(), *fparams],
         )
         if _needs_python_check(filters):
             return [r[0] for r in rows if metadata_matches(json.loads(r[1]), filters)]
         return [r[0] for r in rows]
 
     def _keyword(
-        self, query: str, scope: Scope, limit: int, only: list[int] | None = None
+        self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[int, float, Memory]]:
         fq = fts_query(query)
-        if fq is None or (only is not None and not only):
+        if fq is None:
             return []
-        extra, params = "", []
-        if only is not None:
-            extra = f" AND m.seq IN ({','.join('?' * len(only))})"
-            params = list(only)
+        extra, params = _tag_clause(filters or {})
         try:
             rows = self._read(
                 f"SELECT {_COLS}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
@@ -464,6 +485,8 @@ class SQLiteMemoryStore:
             )
         except StoreError as exc:  # FTS5 syntax errors cannot happen with quoted terms; say so if they do
             raise StoreError(f"keyword search failed for {query!r}") from exc
+        if filters and _needs_python_check(filters):
+            rows = [r for r in rows if metadata_matches(json.loads(r[3]), filters)]
         scores = keyword_scores([r[-1] for r in rows])
         return [(r[0], s, _memory(r)) for r, s in zip(rows, scores, strict=True)]
 
@@ -504,7 +527,7 @@ class SQLiteMemoryStore:
         pool = max(lim * 4, 50)
         qv, index, only, found = self._semantic(q, sc, flt, pool)
         sem = {k: semantic_score(s) for k, s in found}
-        kw = {k: s for k, s, _ in self._keyword(q, sc, pool, only)}
+        kw = {k: s for k, s, _ in self._keyword(q, sc, pool, flt)}
         missing = [k for k in kw if k not in sem]
         sem.update({k: semantic_score(s) for k, s in index.scores_for(qv, missing).items()})
         fused = sorted(((fuse(sem.get(k, 0.0), kw.get(k, 0.0)), k) for k in set(sem) | set(kw)), reverse=True)
@@ -517,10 +540,10 @@ class SQLiteMemoryStore:
     ) -> list[Memory]:
         """Live memories in ``scope`` matching ``filters``, oldest first (e.g. all records of one goal)."""
         sc, flt, lim = check_scope(scope), check_filters(filters), check_limit(limit)
-        tags, tparams = _tag_clause(flt)
+        frm, where, fparams = _filtered_source(flt)
         rows = self._read(
-            f"SELECT {_COLS} FROM memories m WHERE {_SCOPE} AND {_LIVE}{tags} ORDER BY m.created_at, m.seq LIMIT ?",
-            [*sc.key(), time.time(), *tparams, lim if not _needs_python_check(flt) else -1],
+            f"SELECT {_COLS} FROM {frm} WHERE {_SCOPE} AND {_LIVE}{where} ORDER BY m.created_at, m.seq LIMIT ?",
+            [*sc.key(), time.time(), *fparams, lim if not _needs_python_check(flt) else -1],
         )
         mems = [_memory(r) for r in rows]
         if _needs_python_check(flt):
