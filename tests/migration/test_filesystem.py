@@ -57,15 +57,30 @@ def test_must3_diff_shows_only_the_keys_the_script_changed(agents_root: Path) ->
     assert "  - conversation_2026-05-06  # where it came from" in after
 
 
-def test_must3_writes_go_through_atomic_replace(agents_root: Path, monkeypatch) -> None:
+def test_must3_writes_go_through_temp_fsync_rename(agents_root: Path, monkeypatch) -> None:
     backend = _legacy_vault(agents_root)
-    import atomic_agents.migration._units as units
+    import atomic_agents.migration._commit as commit
 
-    calls: list[str] = []
-    real = units.atomic_write
-    monkeypatch.setattr(units, "atomic_write", lambda p, d, **kw: (calls.append(str(p)), real(p, d, **kw)))
+    seen: list[tuple[str, bool, bool]] = []
+    real = commit._commit
+
+    def spy(fd: int, tmp: Path, path: Path) -> None:
+        # At commit time the temp holds the new bytes and the unit still holds the old ones.
+        seen.append((path.name, b"schema_version: 1" in tmp.read_bytes(), b"schema_version" not in path.read_bytes()))
+        real(fd, tmp, path)
+
+    monkeypatch.setattr(commit, "_commit", spy)
     assert backend.run_migration(1, dry_run=False, **QUIET).ok
-    assert len(calls) == 12
+    assert len(seen) == 12 and all(new and old for _, new, old in seen)
+    assert not list(agents_root.rglob(".*.tmp"))
+
+
+def test_must3_handle_outside_a_run_writes_synchronously(vault: Path) -> None:
+    unit = FilesystemMigrationBackend(vault).enumerate_units(dry_run=False)[0]
+    meta = unit.read_frontmatter()
+    meta["pinned"] = True
+    unit.write_frontmatter(meta)
+    assert "pinned: true" in Path(unit.unit_id).read_text()
 
 
 # -- MUST 4 -------------------------------------------------------------------------------

@@ -15,10 +15,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._io import FileLock, fsync_dir
+from .._io import FileLock
 from .._schema import CURRENT_SCHEMA_VERSION
 from ..exceptions import FrontmatterParseError, MigrationError
 from ._audit import AUDIT_FILE, HISTORY_FILE, append_history, record_event
+from ._commit import GroupCommit
 from ._protocol import MigratableUnit
 from ._runner import RunnerMixin
 from ._scripts import list_scripts
@@ -49,8 +50,8 @@ class FilesystemMigrationBackend(RunnerMixin):
 
     def __init__(self, agents_root: str | os.PathLike[str]) -> None:
         self.agents_root = Path(agents_root).expanduser().absolute()
-        self._dirty_dirs: set[Path] = set()
         self._parsed = ParseCache()
+        self._commit: GroupCommit | None = None  # only while run_migration runs
 
     # MUST 6: a constant, so stable for the lifetime of the instance.
     @property
@@ -108,9 +109,9 @@ class FilesystemMigrationBackend(RunnerMixin):
 
     def enumerate_units(self, *, dry_run: bool = True) -> list[MigratableUnit]:
         """Every note and wiki page once, symlinks resolved, sidecars excluded (MUST 2)."""
-        on_write = None if dry_run else self._dirty_dirs.add
+        writer = self._commit.submit if (self._commit is not None and not dry_run) else None
         cache = self._parsed
-        return [FileUnit(p, t, dry_run=dry_run, on_write=on_write, cache=cache) for p, t in self._unit_paths()]
+        return [FileUnit(p, t, dry_run=dry_run, writer=writer, cache=cache) for p, t in self._unit_paths()]
 
     def _unit_filename(self, unit: MigratableUnit) -> str | None:
         return Path(unit.unit_id).name
@@ -164,9 +165,12 @@ class FilesystemMigrationBackend(RunnerMixin):
 
     def run_migration(self, target_version: int | str, dry_run: bool = True, **kwargs: Any) -> Any:
         """See :meth:`RunnerMixin.run_migration`; parsed files are cached for the run only."""
+        self._commit = GroupCommit()
         try:
             return super().run_migration(target_version, dry_run, **kwargs)
         finally:
+            commit, self._commit = self._commit, None
+            commit.close()
             self._parsed.clear()
 
     # -- snapshots --------------------------------------------------------------------
@@ -201,11 +205,13 @@ class FilesystemMigrationBackend(RunnerMixin):
         append_history(self.migrations_dir / HISTORY_FILE, line)
 
     def _flush(self) -> None:
-        # Each write was temp + fsync + rename; the renames become durable here, once per folder.
-        dirs = sorted(self._dirty_dirs)
-        self._dirty_dirs.clear()
-        for d in dirs:
-            fsync_dir(d)
+        # Every write of the pass is renamed into place and its folder fsynced before anything reads on.
+        if self._commit is not None:
+            self._commit.drain()
+
+    def _quiesce(self) -> None:
+        if self._commit is not None:
+            self._commit.quiesce()
 
     def _describe_ref(self, ref: MigrationSnapshotRef) -> str:
         path = self.snapshots_dir / ref.snapshot_id

@@ -136,6 +136,9 @@ class RunnerMixin:
     def _flush(self) -> None:
         """Make the writes of one script pass durable (e.g. fsync touched folders)."""
 
+    def _quiesce(self) -> None:
+        """Wait for writes still in flight (a restore is about to run); never raises."""
+
     def _unit_filename(self, unit: MigratableUnit) -> str | None:
         return None
 
@@ -356,6 +359,7 @@ class RunnerMixin:
         return result(snapshot_ref=ref, units_touched=touched, units_skipped=skipped)
 
     def _restore_after_failure(self, ref: MigrationSnapshotRef, cause: BaseException | None) -> None:
+        self._quiesce()  # no write of the failed pass may land after the restore
         try:
             self.restore(ref)
         except BaseException as exc:

@@ -27,6 +27,7 @@ import shutil
 import stat
 import tarfile
 import zlib
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from .._io import fsync_dir
@@ -185,6 +186,9 @@ def _stage(root: Path, archive: Path, staging: Path) -> tuple[list[str], dict[st
     """
     staged: list[str] = []
     captured: dict[str, set[str]] = {}
+    # Staged files are fsynced on a pool (group commit, as in _commit): durable before any rename.
+    pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="atomic-agents-restore")
+    syncs: list[Future[None]] = []
     try:
         with gzip.open(archive, "rb") as gz:
             with tarfile.open(fileobj=gz, mode="r|") as tar:
@@ -210,26 +214,38 @@ def _stage(root: Path, archive: Path, staging: Path) -> tuple[list[str], dict[st
                         if _has_bytes(live, data):
                             continue
                         os.makedirs(os.path.dirname(target), exist_ok=True)
-                        _write_staged(target, data, m.mode, m.mtime)
+                        syncs.append(pool.submit(_sync_staged, _write_staged(target, data, m.mode), target, m.mtime))
                     staged.append("/".join(parts))
             # Read to the end so gzip checks its CRC and length trailer.
             while gz.read(1 << 20):
                 pass
+        for f in syncs:
+            f.result()
     except MigrationError:
         raise
     except (OSError, EOFError, tarfile.TarError, gzip.BadGzipFile, zlib.error) as exc:
         raise MigrationError(
             f"snapshot {archive.name} is unreadable ({type(exc).__name__}: {exc}); the vault was not touched"
         ) from exc
+    finally:
+        pool.shutdown(wait=True)
     return staged, captured
 
 
-def _write_staged(target: str, data: bytes, mode: int, mtime: float) -> None:
+def _write_staged(target: str, data: bytes, mode: int) -> int:
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IMODE(mode) or 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _sync_staged(fd: int, target: str, mtime: float) -> None:
+    try:
         os.fsync(fd)  # durable before it is renamed over a live file
     finally:
         os.close(fd)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +76,13 @@ class FileUnit:
     the script wrote in memory, so a later script of the same chain sees it and
     the dry run can report the per-key change, while the file is never touched.
 
-    ``on_write`` lets the backend batch directory fsyncs: each write is still
-    temp + fsync + rename (MUST 3); the rename is made durable once per folder.
+    ``writer`` lets the backend group-commit a run's writes (see ``_commit``):
+    each write is still temp + fsync + rename (MUST 3), the fsync and rename
+    run on a pool, and reads of this handle see the new text at once.
     """
 
-    __slots__ = ("_path", "_unit_type", "_dry_run", "_doc", "_text", "_pending", "_original", "_on_write", "_cache")
+    __slots__ = ("_path", "_unit_type", "_dry_run", "_doc", "_text", "_pending", "_original", "_writer", "_cache",
+                 "_inflight")
 
     def __init__(
         self,
@@ -87,7 +90,7 @@ class FileUnit:
         unit_type: str,
         *,
         dry_run: bool = True,
-        on_write: Callable[[Path], None] | None = None,
+        writer: Callable[[Path, bytes], Future[None]] | None = None,
         cache: ParseCache | None = None,
     ) -> None:
         self._path = Path(path)
@@ -97,7 +100,8 @@ class FileUnit:
         self._text: str | None = None
         self._pending: dict[str, Any] | None = None
         self._original: dict[str, Any] | None = None
-        self._on_write = on_write
+        self._writer = writer
+        self._inflight: Future[None] | None = None
         self._cache = cache
 
     @property
@@ -144,10 +148,13 @@ class FileUnit:
             self._pending = copy_meta(meta)
             return
         text = fm.render(doc, meta)
-        atomic_write(self._path, text, sync_dir=self._on_write is None)
-        if self._on_write is not None:
-            self._on_write(self._path.parent)
-        # The next read parses what we wrote, so MUST 7 checks the bytes on disk.
+        if self._writer is None:
+            atomic_write(self._path, text)
+        else:
+            if self._inflight is not None:
+                self._inflight.result()  # two writes to one file land in order
+            self._inflight = self._writer(self._path, text.encode("utf-8"))
+        # The next read parses exactly the bytes written, so MUST 7 checks what the file holds.
         self._text, self._doc = text, None
 
     def original_meta(self) -> dict[str, Any] | None:
