@@ -303,3 +303,25 @@ def test_status_cli_names_unparseable_file_and_line(vault: Path, capsys) -> None
     out = capsys.readouterr().out
     assert exc.value.code == 0
     assert f"does not parse: {bad.resolve()}:4:" in out  # line 4: the description
+
+
+def test_must4_restore_refuses_an_archive_writing_through_its_own_symlink(vault: Path, tmp_path: Path) -> None:
+    import io
+
+    backend = FilesystemMigrationBackend(vault)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    archive = backend.snapshots_dir / "2026-01-01T000000_pre_v2_migration.tar.gz"
+    archive.parent.mkdir(parents=True)
+    with tarfile.open(archive, "w:gz") as tar:
+        link = tarfile.TarInfo("caldwell/evil")
+        link.type, link.linkname = tarfile.SYMTYPE, str(outside)
+        tar.addfile(link)
+        data = b"pwned"
+        member = tarfile.TarInfo("caldwell/evil/x.md")
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
+    before = tree(vault)
+    with pytest.raises(MigrationError, match="under a symlink"):
+        backend.restore_and_audit(archive.name)
+    assert list(outside.iterdir()) == [] and tree(vault) == before

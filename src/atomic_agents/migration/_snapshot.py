@@ -189,6 +189,7 @@ def _stage(root: Path, archive: Path, staging: Path) -> tuple[list[str], dict[st
     # Staged files are fsynced on a pool (group commit, as in _commit): durable before any rename.
     pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="atomic-agents-restore")
     syncs: list[Future[None]] = []
+    links: set[str] = set()
     try:
         with gzip.open(archive, "rb") as gz:
             with tarfile.open(fileobj=gz, mode="r|") as tar:
@@ -198,12 +199,16 @@ def _stage(root: Path, archive: Path, staging: Path) -> tuple[list[str], dict[st
                         raise MigrationError(f"snapshot {archive.name} holds an unsafe entry {m.name!r}")
                     if is_excluded(parts, is_dir=m.isdir()):
                         raise MigrationError(f"snapshot {archive.name} holds {m.name!r}, which restore never touches")
+                    if any("/".join(parts[:i]) in links for i in range(1, len(parts))):
+                        # Never write through a symlink the archive itself created.
+                        raise MigrationError(f"snapshot {archive.name} holds {m.name!r} under a symlink")
                     if m.isdir():
                         continue
                     live = os.path.join(root, *parts)
                     captured.setdefault(os.path.dirname(live), set()).add(parts[-1])
                     target = os.path.join(staging, *parts)
                     if m.issym():
+                        links.add("/".join(parts))
                         if _is_link_to(live, m.linkname):
                             continue
                         os.makedirs(os.path.dirname(target), exist_ok=True)
