@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from ..exceptions import FrontmatterParseError
+from ._fastyaml import emit_key, fast_load
 
 __all__ = ["Document", "parse", "read", "render", "dump_meta"]
 
@@ -99,7 +100,9 @@ def parse(text: str, *, path: str | Path | None = None) -> Document:
     if closer_line is None:
         raise FrontmatterParseError("frontmatter opened with --- is never closed", path=path, line=1)
     try:
-        meta = yaml.load(fm_text, Loader=_Loader) if fm_text.strip() else {}
+        meta = fast_load(fm_text)
+        if meta is None:
+            meta = yaml.load(fm_text, Loader=_Loader) if fm_text.strip() else {}
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line_no = mark.line + 2 if mark is not None else None  # +1 fence line, +1 one-based
@@ -129,6 +132,9 @@ def read(path: str | Path) -> Document:
 
 
 def _dump_key(key: str, value: Any) -> str:
+    fast = emit_key(key, value, flow=key in _FLOW_LIST_KEYS)
+    if fast is not None:
+        return fast
     if key in _FLOW_LIST_KEYS and isinstance(value, list) and all(
         isinstance(v, (str, int, float, bool)) for v in value
     ):

@@ -1,0 +1,67 @@
+"""The frontmatter fast path must agree with PyYAML on everything it accepts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from atomic_agents.vault._fastyaml import emit_key, fast_load
+from atomic_agents.vault._frontmatter import _Loader
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=25)
+_scalar = st.one_of(_text, st.integers(-10**9, 10**9), st.booleans(), st.none(),
+                    st.dates(min_value=dt.date(1000, 1, 1)), st.floats(allow_nan=False))
+_value = st.one_of(_scalar, st.lists(_scalar, max_size=4))
+_key = st.from_regex(r"[a-z_][a-z0-9_]{0,10}", fullmatch=True)
+
+
+def _yaml(text: str):
+    return yaml.load(text, Loader=_Loader)
+
+
+@settings(max_examples=int(os.environ.get('FASTYAML_EXAMPLES', '300')), deadline=None)
+@given(key=_key, value=_value, flow=st.booleans())
+def test_emitted_text_reads_back_identically(key: str, value, flow: bool) -> None:
+    text = emit_key(key, value, flow=flow)
+    if text is None:
+        return
+    assert _yaml(text) == {key: value}
+    fast = fast_load(text)
+    assert fast is None or fast == {key: value}
+
+
+@settings(max_examples=int(os.environ.get('FASTYAML_EXAMPLES', '300')), deadline=None)
+@given(meta=st.dictionaries(_key, _value, max_size=6), flow=st.booleans())
+def test_fast_load_agrees_with_pyyaml_on_pyyaml_output(meta: dict, flow: bool) -> None:
+    text = yaml.dump(meta, default_flow_style=flow, allow_unicode=True, sort_keys=False)
+    fast = fast_load(text)
+    assert fast is None or fast == _yaml(text)
+
+
+@settings(max_examples=int(os.environ.get('FASTYAML_EXAMPLES', '300')), deadline=None)
+@given(lines=st.lists(st.one_of(
+    st.builds(lambda k, v: f"{k}: {v}", _key, st.text(max_size=20)),
+    st.builds(lambda v: f"  - {v}", st.text(max_size=15)),
+    st.just("# comment"), st.just(""), st.builds(lambda k: f"{k}:", _key),
+), max_size=8))
+def test_fast_load_agrees_with_pyyaml_on_hand_written_text(lines: list[str]) -> None:
+    text = "\n".join(lines) + "\n"
+    fast = fast_load(text)
+    if fast is None:
+        return
+    try:
+        expected = _yaml(text)
+    except yaml.YAMLError:
+        raise AssertionError(f"fast path accepted text YAML rejects: {text!r}")
+    assert fast == (expected or {})
+
+
+def test_typical_note_takes_the_fast_path() -> None:
+    text = ("schema_version: 1\nname: Debt payoff order\ndescription: Avalanche first, unless motivation is low\n"
+            "type: feedback\ncaptured: 2026-05-06\nlast_seen: 2026-05-06\nsources:\n  - conversation_2026-05-06\n"
+            "confidence: high\npinned: false\nexpires_at: null\nsupersedes: null\nsuperseded_by: null\ntags: [a, b]\n")
+    assert fast_load(text) == _yaml(text)
