@@ -277,6 +277,7 @@ def _has_bytes(live: str, data: bytes) -> bool:
 
 def _swap(root: Path, staging: Path, staged: list[str], captured: dict[str, set[str]]) -> int:
     touched_dirs: set[str] = set()
+    moves: list[tuple[str, str]] = []
     for rel in staged:
         src = os.path.join(staging, rel)
         dst = os.path.join(root, rel)
@@ -284,8 +285,12 @@ def _swap(root: Path, staging: Path, staged: list[str], captured: dict[str, set[
         os.makedirs(live_dir, exist_ok=True)
         if os.path.isdir(dst) and not os.path.islink(dst):
             raise MigrationError(f"cannot restore {dst}: a folder now stands where the snapshot has a file")
-        os.replace(src, dst)
+        moves.append((src, dst))
         touched_dirs.add(live_dir)
+    # Each rename is atomic on its own; they are independent, so overlap them like the fsyncs.
+    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="atomic-agents-restore") as pool:
+        for future in [pool.submit(os.replace, src, dst) for src, dst in moves]:
+            future.result()
     # Debris of writes killed mid-way (atomic_write temp files next to captured files).
     for live_dir, names in captured.items():
         try:
