@@ -21,7 +21,7 @@ from typing import Any
 
 from .._io import FileLock, atomic_write, fsync_dir, sweep_stale_temps
 from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, ValidationError
-from ._frontmatter import Document, parse, read, render
+from ._frontmatter import Document, read, render_document
 from ._index import ARCHIVE, PROMOTED, Index, _Section, section_for
 from ._names import check_agent_name, check_topic, safe_child
 from ._units import Note, NoteDraft, UnitType, WikiDraft, order_meta
@@ -38,6 +38,7 @@ WIKI_SECTIONS = ["Pages", ARCHIVE]
 class _Write:
     path: Path
     text: str
+    doc: Document
     meta: dict[str, Any]
     old_title: str | None
     refresh_hook: bool
@@ -63,6 +64,7 @@ class Agent:
         self.raw_dir = self.path / "raw"
         self.index_limit = index_limit
         self._lock = FileLock(self.path / ".agent.lock", timeout=120, what=f"agent {self.name!r}")
+        self._index_cache: dict[str, tuple[Index, tuple[Any, ...]]] = {}
 
     def __repr__(self) -> str:
         return f"Agent({str(self.agents_root)!r}, {self.name!r})"
@@ -103,11 +105,14 @@ class Agent:
     # ----------------------------------------------------------------- reading
     def unit_files(self, unit_type: UnitType) -> list[Path]:
         folder = self.folder(unit_type)
-        if not folder.is_dir():
+        try:
+            with os.scandir(folder) as it:
+                names = sorted(
+                    e.name for e in it if e.name.endswith(".md") and not e.name.startswith((".", "INDEX")) and e.is_file()
+                )
+        except FileNotFoundError:
             return []
-        return sorted(
-            p for p in folder.iterdir() if p.suffix == ".md" and not p.name.startswith((".", "INDEX")) and p.is_file()
-        )
+        return [folder / n for n in names]
 
     def load(self, filename: str, unit_type: UnitType = "memory") -> Note:
         """Read one note (``unit_type="memory"``) or wiki page; raises NotFoundError / FrontmatterParseError."""
@@ -185,7 +190,7 @@ class Agent:
             for old_name, new_name in supersede_old:
                 writes.append(self._prepare_supersede_old(old_name, new_name, today))
             self._commit(unit_type, writes, today)
-            return [Note(w.path, unit_type, parse(w.text, path=w.path)) for w in writes[: len(drafts)]]
+            return [Note(w.path, unit_type, w.doc) for w in writes[: len(drafts)]]
 
     def update(
         self,
@@ -215,7 +220,7 @@ class Agent:
             )
             w = self._prepare(note.path, unit_type, note.doc, meta, body, note.name, refresh)
             self._commit(unit_type, [w], today)
-            return Note(note.path, unit_type, parse(w.text, path=note.path))
+            return Note(note.path, unit_type, w.doc)
 
     def update_note(self, filename: str, changes: dict[str, Any] | None = None, *, body: str | None = None,
                     today: dt.date | None = None) -> Note:
@@ -242,8 +247,8 @@ class Agent:
             w_new = self._prepare(new_note.path, "memory", new_note.doc, meta, None, new_note.name, False)
             self._commit("memory", [w_old, w_new], today)
             return (
-                Note(w_old.path, "memory", parse(w_old.text, path=w_old.path)),
-                Note(w_new.path, "memory", parse(w_new.text, path=w_new.path)),
+                Note(w_old.path, "memory", w_old.doc),
+                Note(w_new.path, "memory", w_new.doc),
             )
 
     def _prepare_supersede_old(self, old: str, new: str, today: dt.date) -> _Write:
@@ -268,13 +273,29 @@ class Agent:
             meta = order_meta(meta)
         validator = validate_note_meta if unit_type == "memory" else validate_wiki_meta
         raise_first_error(validator(meta, filename=path.name, path=path))
-        text = render(doc, meta, body if body is not None else doc.body)
-        return _Write(path, text, meta, old_title, refresh_hook)
+        text, new_doc = render_document(doc, meta, body if body is not None else doc.body)
+        new_doc.path = path
+        return _Write(path, text, new_doc, meta, old_title, refresh_hook)
 
     # ------------------------------------------------------------------- INDEX
     def index(self, unit_type: UnitType = "memory") -> Index:
+        """The agent's INDEX as on disk now (a fresh object the caller may change)."""
         kind, order = ("Memory", None) if unit_type == "memory" else ("Wiki", WIKI_SECTIONS)
         return Index.load(self.folder(unit_type), agent_title=self.title, limit=self.index_limit, kind=kind, order=order)
+
+    def _cached_index(self, unit_type: UnitType) -> Index:
+        """The INDEX for a write, reusing the one this object last wrote if no file changed since.
+
+        Parsing a 10,000-entry INDEX costs far more than a note write; a writer
+        that writes again (a long-running agent, the batch API) skips it. The
+        stamp (inode, size, mtime of every INDEX file) catches any other
+        writer, since an atomic replace always makes a new inode. Call under the lock.
+        """
+        cached = self._index_cache.get(unit_type)
+        if cached is not None and cached[1] == _stamp(cached[0]):
+            return cached[0]
+        self._index_cache.pop(unit_type, None)
+        return self.index(unit_type)
 
     def _entry_for(self, meta: dict[str, Any], filename: str, unit_type: UnitType, today: dt.date) -> tuple[str, str, str]:
         sup = meta.get("superseded_by")
@@ -288,7 +309,8 @@ class Agent:
     def _commit(self, unit_type: UnitType, writes: list[_Write], today: dt.date) -> None:
         folder = self.folder(unit_type)
         self._recover(unit_type, today)
-        idx = self.index(unit_type)
+        idx = self._cached_index(unit_type)
+        self._index_cache.pop(unit_type, None)  # re-armed only once everything is on disk
         for w in writes:
             title, hook, section = self._entry_for(w.meta, w.path.name, unit_type, today)
             idx.upsert(w.path.name, title=title, hook=hook, section=section, old_title=w.old_title,
@@ -306,6 +328,8 @@ class Agent:
         fsync_dir(folder)
         if index_files:
             marker.unlink()
+        idx.mark_saved(index_files)
+        self._index_cache[unit_type] = (idx, _stamp(idx))
 
     def _recover(self, unit_type: UnitType, today: dt.date) -> bool:
         """Roll the INDEX forward after a crash between a note write and its INDEX update."""
@@ -364,6 +388,8 @@ class Agent:
                 if prior is not None and (section != ARCHIVE or prior.hook.startswith("superseded by")):
                     hook = prior.hook
                 fresh.upsert(n.filename, title=title, hook=hook, section=section, is_new=True)
+            for sec in fresh.sections:
+                sec.dirty = True  # a rebuild re-renders every file; unchanged ones are still not written
             files = fresh.changed_files()
             for name, text in files.items():
                 atomic_write(self.folder(unit_type) / name, text, sync_dir=False)
@@ -382,6 +408,18 @@ class Agent:
                     self._recover(unit_type, today or dt.date.today())
                     sweep_stale_temps(self.folder(unit_type))
         return [i for i in check_units(self, strict_index=True) if i.severity == "error"]
+
+
+def _stamp(idx: Index) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for name in idx.files():
+        try:
+            st = os.stat(idx.folder / name)
+        except FileNotFoundError:
+            out.append((name, None))
+            continue
+        out.append((name, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
 
 
 def _md(filename: str) -> str:

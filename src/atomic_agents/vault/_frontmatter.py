@@ -21,7 +21,7 @@ import yaml
 from ..exceptions import FrontmatterParseError
 from ._fastyaml import emit_key, fast_load
 
-__all__ = ["Document", "parse", "read", "render", "dump_meta"]
+__all__ = ["Document", "dump_meta", "parse", "read", "render", "render_document"]
 
 _Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -213,12 +213,24 @@ def render(doc: Document, meta: dict[str, Any], body: str | None = None) -> str:
 
     ``doc`` is what is on disk now (or an empty :class:`Document` for a new file).
     """
+    return render_document(doc, meta, body)[0]
+
+
+def render_document(doc: Document, meta: dict[str, Any], body: str | None = None) -> tuple[str, Document]:
+    """Like :func:`render`, also returning the :class:`Document` the text parses to.
+
+    Saves re-reading a file just written: ``meta`` is what was validated and
+    the text was rendered from it.
+    """
     nl = doc.newline
     new_body = doc.body if body is None else body
     fm = _render_fm(doc, meta)
     if nl != "\n":
         fm = fm.replace("\r\n", "\n").replace("\n", nl)
-    return f"{doc.opener}{nl}{fm}{doc.closer}{nl}{new_body}"
+    text = f"{doc.opener}{nl}{fm}{doc.closer}{nl}{new_body}"
+    new_doc = Document(meta=dict(meta), body=new_body, fm_text=fm, newline=nl, opener=doc.opener,
+                       closer=doc.closer, path=doc.path)
+    return text, new_doc
 
 
 def _render_fm(doc: Document, meta: dict[str, Any]) -> str:

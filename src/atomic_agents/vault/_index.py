@@ -102,12 +102,19 @@ class _Section:
     heading: str
     lines: list[str] = field(default_factory=list)  # body lines (entries, hand notes, blanks)
     external: str | None = None  # INDEX_<slice>.md holding the entries, if split
+    dirty: bool = False  # changed since load: its file must be re-rendered
+
+
+_ANY_TITLE = re.compile(r"^\s*[-*]\s+`([^`]+)`", re.M)
+_ANY_LINK = re.compile(r"^\s*[-*]\s+\[[^\]]+\]\(([^)\s]+)\)", re.M)
+_ANY_WIKILINK = re.compile(r"^\s*[-*]\s+\[\[([^\]|]+)", re.M)
 
 
 class Index:
     """The INDEX of one agent's ``memory/`` folder (INDEX.md plus any sub-indexes).
 
-    Load, change entries, :meth:`save`; files whose text did not change are not written.
+    Load, change entries, write :meth:`changed_files`; only files holding a
+    changed section are rendered, and only those whose text changed are written.
     """
 
     def __init__(self, folder: Path, *, title: str = "Memory", limit: int = DEFAULT_LIMIT,
@@ -120,7 +127,8 @@ class Index:
         self.sections: list[_Section] = []
         self.loaded: dict[str, str] = {}  # filename -> text as read
         self._title = title
-        self._keys: dict[str, _Section] | None = None
+        self._titles: set[str] | None = None  # bare titles listed (for new-note checks)
+        self._files: set[str] | None = None  # filenames listed in the link forms
 
     # ---------------------------------------------------------------- loading
     @classmethod
@@ -130,7 +138,7 @@ class Index:
         main = folder / "INDEX.md"
         if not main.exists():
             idx.preamble = [f"# {agent_title} — {kind} Index", ""]
-            idx.sections = [_Section(h, [""]) for h in idx.order]
+            idx.sections = [_Section(h, [""], dirty=True) for h in idx.order]
             return idx
         text = main.read_text(encoding="utf-8")
         idx.loaded["INDEX.md"] = text
@@ -151,6 +159,10 @@ class Index:
                 sec.external = sub.name
         return idx
 
+    def files(self) -> list[str]:
+        """INDEX.md and the sub-indexes this index is made of."""
+        return ["INDEX.md", *(s.external for s in self.sections if s.external)]
+
     # ---------------------------------------------------------------- queries
     def entries(self) -> list[tuple[str, Entry]]:
         """Every (section, entry), pointers excluded."""
@@ -163,14 +175,15 @@ class Index:
         return out
 
     def find(self, filename: str, title: str | None) -> tuple[_Section, int] | None:
-        """Locate the entry of a note: by link filename first, else by title."""
-        keys = self._key_map()
-        candidates = [keys.get("f:" + filename), keys.get("t:" + title) if title else None, keys.get("t:" + filename)]
-        if all(c is None for c in candidates):
-            return None  # the common case of a new note: no scan at all
+        """Locate the entry of a note: by link filename first, else by bare title."""
+        stem = filename[:-3] if filename.endswith(".md") else filename
+        needles = [f"({filename}", f"[[{stem}", f"`{filename}`"] + ([f"`{title}`"] if title else [])
         by_title = None
-        for sec in dict.fromkeys(c for c in candidates if c is not None):
+        for sec in self.sections:
             for i, line in enumerate(sec.lines):
+                # cheap substring test first: parsing every line of a 10,000-entry index is the slow part
+                if not any(n in line for n in needles):
+                    continue
                 e = parse_entry(line)
                 if e is None or e.is_pointer:
                     continue
@@ -181,22 +194,15 @@ class Index:
                     by_title = (sec, i)
         return by_title
 
-    def _key_map(self) -> dict[str, _Section]:
-        """Which section may hold a filename or title (a hint: a stale hit just scans)."""
-        if self._keys is None:
-            self._keys = {}
-            for sec in self.sections:
-                for line in sec.lines:
-                    e = parse_entry(line)
-                    if e is not None and not e.is_pointer:
-                        self._remember(e, sec)
-        return self._keys
-
-    def _remember(self, e: Entry, sec: _Section) -> None:
-        assert self._keys is not None
-        self._keys["t:" + e.title] = sec
-        if e.filename:
-            self._keys["f:" + e.filename] = sec
+    def _known(self) -> tuple[set[str], set[str]]:
+        """Bare titles and linked filenames listed anywhere (built once, kept in step)."""
+        if self._titles is None or self._files is None:
+            text = "\n".join(line for sec in self.sections for line in sec.lines)
+            self._titles = {t.strip() for t in _ANY_TITLE.findall(text)}
+            files = {os.path.basename(f.split("#", 1)[0]) for f in _ANY_LINK.findall(text)}
+            files |= {f.strip() if f.strip().endswith(".md") else f.strip() + ".md" for f in _ANY_WIKILINK.findall(text)}
+            self._files = files
+        return self._titles, self._files
 
     # -------------------------------------------------------------- mutations
     def upsert(self, filename: str, *, title: str, hook: str, section: str, old_title: str | None = None,
@@ -210,7 +216,8 @@ class Index:
         written in the link form so the two stay apart.
         """
         if is_new:
-            found = self.find(filename, None)
+            titles, files = self._known()
+            found = self.find(filename, None) if filename in files or filename in titles else None
         else:
             found = self.find(filename, old_title if old_title is not None else title)
             if found is None and old_title is not None and old_title != title:
@@ -229,18 +236,31 @@ class Index:
                 if old_line == new_line:
                     return False
                 sec.lines[i] = new_line
+                sec.dirty = True
+                self._note(new_line)
                 return True
             del sec.lines[i]
-        elif is_new and "t:" + title in self._key_map():
+            sec.dirty = True
+        elif is_new and " ".join(title.split()) in self._known()[0]:
             new_line = format_entry(title, hook, filename)
         else:
             new_line = format_entry(title, hook)
         target = self._section(section)
         _insert(target, new_line)
-        entry = parse_entry(new_line)
-        if entry is not None and self._keys is not None:
-            self._remember(entry, target)
+        target.dirty = True
+        self._note(new_line)
         return True
+
+    def _note(self, line: str) -> None:
+        """Keep the known titles/files in step with a line just written."""
+        if self._titles is None or self._files is None:
+            return
+        e = parse_entry(line)
+        if e is not None:
+            if e.filename:
+                self._files.add(e.filename)
+            else:
+                self._titles.add(e.title)
 
     def remove(self, filename: str, title: str | None) -> bool:
         found = self.find(filename, title)
@@ -248,13 +268,14 @@ class Index:
             return False
         sec, i = found
         del sec.lines[i]
+        sec.dirty = True
         return True
 
     def _section(self, heading: str) -> _Section:
         for sec in self.sections:
             if sec.heading == heading:
                 return sec
-        new = _Section(heading, [""])
+        new = _Section(heading, [""], dirty=True)
         # keep the spec's order: insert before the first known section that comes later
         order = self.order
         rank = order.index(heading) if heading in order else len(order)
@@ -267,29 +288,43 @@ class Index:
         return new
 
     # ----------------------------------------------------------------- output
-    def render(self) -> dict[str, str]:
-        """Texts of INDEX.md and each sub-index, after deciding the split."""
+    def render(self, only_dirty: bool = False) -> dict[str, str]:
+        """Texts of INDEX.md and each sub-index, after deciding the split.
+
+        With ``only_dirty``, files holding no changed section are left out.
+        """
+        split_before = {id(s): s.external for s in self.sections}
         self._decide_split()
+        newly_split = any(split_before[id(s)] != s.external for s in self.sections)
         files: dict[str, str] = {}
         main: list[str] = list(self.preamble)
+        main_dirty = newly_split or "INDEX.md" not in self.loaded
         for sec in self.sections:
             main.append(f"## {sec.heading}")
             if sec.external:
-                pointer = f"- [{sec.external}]({sec.external}) — sub-index of {sec.heading}"
-                main.extend([pointer, ""])
-                body = _trim(sec.lines)
-                files[sec.external] = "\n".join(
-                    [f"# {self._title} — {self.kind} Index: {sec.heading}", "", f"## {sec.heading}", *body, ""]
-                )
+                main.extend([f"- [{sec.external}]({sec.external}) — sub-index of {sec.heading}", ""])
+                if not only_dirty or sec.dirty or sec.external not in self.loaded:
+                    body = _trim(sec.lines)
+                    files[sec.external] = "\n".join(
+                        [f"# {self._title} — {self.kind} Index: {sec.heading}", "", f"## {sec.heading}", *body, ""]
+                    )
             else:
                 main.extend(sec.lines)
-        text = "\n".join(main)
-        files["INDEX.md"] = text if text.endswith("\n") else text + "\n"
+                main_dirty = main_dirty or sec.dirty
+        if not only_dirty or main_dirty:
+            text = "\n".join(main)
+            files["INDEX.md"] = text if text.endswith("\n") else text + "\n"
         return files
 
     def changed_files(self) -> dict[str, str]:
-        """Files to write: those whose rendered text differs from what was read."""
-        return {name: text for name, text in self.render().items() if self.loaded.get(name) != text}
+        """Files to write: those holding a changed section whose text differs from what was read."""
+        return {name: text for name, text in self.render(only_dirty=True).items() if self.loaded.get(name) != text}
+
+    def mark_saved(self, written: dict[str, str]) -> None:
+        """After the caller wrote ``written``: this object again mirrors the files on disk."""
+        self.loaded.update(written)
+        for sec in self.sections:
+            sec.dirty = False
 
     def _decide_split(self) -> None:
         def main_lines() -> int:

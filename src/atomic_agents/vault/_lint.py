@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._schema import CURRENT_SCHEMA_VERSION
+from ..exceptions import FrontmatterParseError
 from ._units import Note, UnitType
 from ._validate import NOTE_FILENAME, Issue, validate_note_meta, validate_wiki_meta
 
@@ -53,12 +55,20 @@ class LintReport:
         }
 
 
-def check_units(agent: Agent, *, strict_index: bool = True, notes: list[Note] | None = None) -> list[Issue]:
+Scanned = dict[str, tuple[list[Note], list[FrontmatterParseError]]]
+
+
+def scan_all(agent: Agent) -> Scanned:
+    return {"memory": agent.scan("memory"), "wiki": agent.scan("wiki")}
+
+
+def check_units(agent: Agent, *, strict_index: bool = True, scanned: Scanned | None = None) -> list[Issue]:
     """Spec checks 1-6 on every note and wiki page, with supersede links and INDEX coverage."""
     issues: list[Issue] = []
+    scanned = scanned if scanned is not None else scan_all(agent)
     unit_type: UnitType
     for unit_type in ("memory", "wiki"):
-        units, errors = agent.scan(unit_type)
+        units, errors = scanned[unit_type]
         for err in errors:
             rel = os.path.relpath(err.path, agent.agents_root) if err.path else None
             where = f"{rel}:{err.line}" if rel and err.line else rel
@@ -121,10 +131,10 @@ def lint_agent(
 
     today = today or dt.date.today()
     report = LintReport(agent.name)
-    report.issues.extend(check_units(agent))
+    scanned = scan_all(agent)
+    report.issues.extend(check_units(agent, scanned=scanned))
     report.issues.extend(check_operational_files(agent))
-    notes, _ = agent.scan("memory")
-    wiki, _ = agent.scan("wiki")
+    notes, wiki = scanned["memory"][0], scanned["wiki"][0]
     report.notes, report.wiki_pages = len(notes), len(wiki)
     for u in notes + wiki:
         rel = str(u.path.relative_to(agent.agents_root))
@@ -142,8 +152,6 @@ def lint_agent(
         if u.pinned:
             report.pinned.append(u.filename)
         version = u.schema_version
-        from .._schema import CURRENT_SCHEMA_VERSION
-
         if version is not None and version < CURRENT_SCHEMA_VERSION:
             report.issues.append(
                 Issue(rel, "schema_version", "old-schema", f"at v{version}; migrate with python -m atomic_agents.migrate", "hint")
