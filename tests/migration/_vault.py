@@ -161,7 +161,7 @@ def tree(root: Path) -> dict[str, bytes | str]:
                 out[os.path.normpath(os.path.join(rel_dir, d))] = "-> " + os.readlink(full)
         for f in filenames:
             rel = os.path.normpath(os.path.join(rel_dir, f))
-            if rel == ".migration.lock":
+            if rel == ".migration.lock" or f == ".agent.lock":  # lock files, created on demand
                 continue
             full = os.path.join(dirpath, f)
             out[rel] = ("-> " + os.readlink(full)) if os.path.islink(full) else Path(full).read_bytes()

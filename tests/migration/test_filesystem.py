@@ -171,13 +171,21 @@ def test_must4_restore_removes_debris_of_killed_atomic_writes(agents_root: Path)
     backend = _legacy_vault(agents_root)
     before = tree(agents_root)
     ref = backend.snapshot(1)
-    debris = agents_root / "caldwell" / "memory" / ".feedback_topic_0.md.4242.123456789.tmp"
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    debris = agents_root / "caldwell" / "memory" / f".feedback_topic_0.md.{dead.pid}.123456789.tmp"
     debris.write_text("half")
+    live_writer = agents_root / "caldwell" / "memory" / f".feedback_topic_1.md.{os.getppid()}.1.tmp"
+    live_writer.write_text("a live writer's rename is still coming")
     unrelated = agents_root / "caldwell" / "memory" / ".my_editor_swap.tmp"
     unrelated.write_text("keep")
     backend.restore(ref)
-    assert not debris.exists() and unrelated.exists()
+    assert not debris.exists() and unrelated.exists() and live_writer.exists()
     unrelated.unlink()
+    live_writer.unlink()
     assert tree(agents_root) == before
 
 
@@ -215,6 +223,39 @@ def test_unparseable_unit_is_never_counted_as_current(vault: Path) -> None:
     _break(vault / "nova" / "memory" / "feedback_topic_3.md")
     result = FilesystemMigrationBackend(vault).run_migration(1, dry_run=True)
     assert not result.ok and result.validation_errors
+
+
+def test_run_holds_every_agent_write_lock(agents_root: Path) -> None:
+    from atomic_agents._io import FileLock
+    from atomic_agents.exceptions import LockBusyError
+
+    backend = _legacy_vault(agents_root)
+    blocked: list[str] = []
+
+    def during_run(ref, text) -> None:
+        for agent in ("caldwell", "nova"):
+            try:
+                FileLock(agents_root / agent / ".agent.lock", timeout=0).acquire()
+            except LockBusyError:
+                blocked.append(agent)
+
+    assert backend.run_migration(1, dry_run=False, announce=during_run).ok
+    assert blocked == ["caldwell", "nova"]
+    with FileLock(agents_root / "nova" / ".agent.lock", timeout=0):  # released afterwards
+        pass
+
+
+def test_busy_agent_refuses_the_run_and_releases_everything(agents_root: Path, monkeypatch) -> None:
+    from atomic_agents._io import FileLock
+
+    monkeypatch.setattr("atomic_agents.migration._filesystem.AGENT_LOCK_WAIT", 0.05)
+    backend = _legacy_vault(agents_root)
+    before = tree(agents_root)
+    with FileLock(agents_root / "nova" / ".agent.lock", timeout=0):
+        with pytest.raises(MigrationError, match="agent 'nova' is being written to"):
+            backend.run_migration(1, dry_run=False, **QUIET)
+    assert tree(agents_root) == before
+    assert backend.run_migration(1, dry_run=False, **QUIET).ok  # every lock was released
 
 
 def test_second_runner_is_refused_at_once(agents_root: Path) -> None:

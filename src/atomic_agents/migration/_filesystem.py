@@ -17,7 +17,7 @@ from typing import Any
 
 from .._io import FileLock
 from .._schema import CURRENT_SCHEMA_VERSION
-from ..exceptions import FrontmatterParseError, MigrationError
+from ..exceptions import FrontmatterParseError, LockBusyError, MigrationError
 from ._audit import AUDIT_FILE, HISTORY_FILE, append_history, record_event
 from ._commit import GroupCommit
 from ._protocol import MigratableUnit
@@ -32,6 +32,9 @@ __all__ = ["FilesystemMigrationBackend", "LOCK_FILE"]
 log = logging.getLogger("atomic_agents.migration")
 
 LOCK_FILE = ".migration.lock"
+#: The vault's per-agent write lock (atomic_agents.vault): held for a whole run too.
+AGENT_LOCK_FILE = ".agent.lock"
+AGENT_LOCK_WAIT = 10.0  # let an in-flight vault write finish; vault writers wait up to 120 s for us
 _UNIT_DIRS = (("memory", "memory"), ("wiki", "wiki"))
 
 
@@ -196,7 +199,7 @@ class FilesystemMigrationBackend(RunnerMixin):
 
     # -- hooks of the runner ----------------------------------------------------------
     def _lock(self) -> contextlib.AbstractContextManager[Any]:
-        return FileLock(self.agents_root / LOCK_FILE, timeout=0, what="the migration lock")
+        return _VaultLock(self.agents_root)
 
     def _record_event(self, event: MigrationEvent) -> None:
         record_event(self.audit_path, event)
@@ -222,3 +225,43 @@ class FilesystemMigrationBackend(RunnerMixin):
             f"If this migration is interrupted, run: python -m atomic_agents.migrate "
             f"--rollback {ref.snapshot_id} --agents-root {quoted}"
         )
+
+
+class _VaultLock:
+    """The migration lock (refused at once if held), then every agent's write lock.
+
+    Holding the agents' locks keeps vault writers out for the whole run: no
+    write lands between the snapshot and a restore (it would be lost), and no
+    agent writes an old-schema file mid-run (spec: half-migrated state is forbidden).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._held: list[FileLock] = []
+
+    def __enter__(self) -> _VaultLock:
+        main = FileLock(self.root / LOCK_FILE, timeout=0, what="the migration lock")
+        main.acquire()  # LockBusyError: the runner answers "Another migration is already running"
+        self._held.append(main)
+        try:
+            for agent in sorted(os.scandir(self.root), key=lambda e: e.name):
+                if agent.name.startswith((".", "_")) or not agent.is_dir(follow_symlinks=False):
+                    continue
+                lock = FileLock(Path(agent.path) / AGENT_LOCK_FILE, timeout=AGENT_LOCK_WAIT, what=f"agent {agent.name!r}")
+                try:
+                    lock.acquire()
+                except LockBusyError as exc:
+                    raise MigrationError(
+                        f"agent {agent.name!r} is being written to (its lock is held); stop agent runs and retry"
+                    ) from exc
+                self._held.append(lock)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        held, self._held = self._held, []
+        for lock in reversed(held):
+            with contextlib.suppress(OSError):
+                lock.release()

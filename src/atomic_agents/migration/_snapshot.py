@@ -48,7 +48,7 @@ _TOP_EXCLUDED = frozenset({"_migrations", "_dashboard", "_cache", "_memory"})
 _DIR_EXCLUDED = frozenset({"_cache", "__pycache__", "log", "logs"})
 _SUFFIX_EXCLUDED = (".jsonl", ".tmp", ".pyc", ".lock", ".db", ".db-wal", ".db-shm", ".sqlite", ".sqlite3")
 # Temp files of _io.atomic_write: ".<name>.<pid>.<ns>.tmp".
-_ATOMIC_TMP = re.compile(r"^\.(?P<name>.+)\.\d+\.\d+\.tmp$")
+_ATOMIC_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.\d+\.tmp$")
 _COMPRESSLEVEL = 6  # gzip's own default: the same trade-off as `tar czf`
 
 
@@ -257,6 +257,19 @@ def _sync_staged(fd: int, target: str, mtime: float) -> None:
     os.utime(target, (mtime, mtime))
 
 
+def _writer_alive(pid: int) -> bool:
+    """A temp file of a live writer (other than us) is not debris: its rename is still coming."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _is_link_to(live: str, linkname: str) -> bool:
     try:
         return os.path.islink(live) and os.readlink(live) == linkname
@@ -299,7 +312,7 @@ def _swap(root: Path, staging: Path, staged: list[str], captured: dict[str, set[
             continue
         for entry in entries:
             m = _ATOMIC_TMP.match(entry)
-            if m and m.group("name") in names:
+            if m and m.group("name") in names and not _writer_alive(int(m.group("pid"))):
                 os.unlink(os.path.join(live_dir, entry))
                 touched_dirs.add(live_dir)
     for d in sorted(touched_dirs):
