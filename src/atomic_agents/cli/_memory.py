@@ -141,7 +141,7 @@ def remember(
     as_json: JsonFlag = True,
 ) -> None:
     """Store a memory; prints {"id": ..., "status": "remembered"}."""
-    scope = Scope(agent_id, user_id, org_id, workspace_id)
+    scope = Scope.resolve(agent_id, user_id, org_id, workspace_id)
     text, meta = _text(content_arg, content, "content"), _json_object(metadata, "metadata")
     with _store(db, agents_root, embedder) as store:
         mid = store.remember(text, meta, scope, ttl_ms=ttl_ms)
@@ -163,7 +163,7 @@ def recall(
     as_json: JsonFlag = True,
 ) -> None:
     """Semantic recall: the closest memories by meaning, scores in [0, 1] (0.45 = relevant)."""
-    scope = Scope(agent_id, user_id, org_id, workspace_id)
+    scope = Scope.resolve(agent_id, user_id, org_id, workspace_id)
     with _store(db, agents_root, embedder) as store:
         hits = store.recall(_text(query_arg, query, "query"), scope, limit)
     emit(_results(hits), True)
@@ -184,7 +184,7 @@ def search(
     as_json: JsonFlag = True,
 ) -> None:
     """Keyword search (any word matches, bm25-ranked); keyword hits score 0.5-1."""
-    scope = Scope(agent_id, user_id, org_id, workspace_id)
+    scope = Scope.resolve(agent_id, user_id, org_id, workspace_id)
     with _store(db, agents_root, embedder) as store:
         hits = store.search(_text(query_arg, keywords, "keywords"), scope, limit)
     emit(_results(hits), True)
@@ -207,7 +207,7 @@ def search_semantic(
     as_json: JsonFlag = True,
 ) -> None:
     """Semantic search restricted by metadata equality filters (indexed top-level keys)."""
-    scope = Scope(agent_id, user_id, org_id, workspace_id)
+    scope = Scope.resolve(agent_id, user_id, org_id, workspace_id)
     with _store(db, agents_root, embedder) as store:
         hits = store.search_semantic(_text(query_arg, query, "query"), scope, _filters(filters, filter_pairs), limit)
     emit(_results(hits), True)
@@ -230,7 +230,7 @@ def search_hybrid(
     as_json: JsonFlag = True,
 ) -> None:
     """Semantic and keyword search fused; a keyword hit never scores under 0.5."""
-    scope = Scope(agent_id, user_id, org_id, workspace_id)
+    scope = Scope.resolve(agent_id, user_id, org_id, workspace_id)
     with _store(db, agents_root, embedder) as store:
         hits = store.search_hybrid(_text(query_arg, query, "query"), scope, _filters(filters, filter_pairs), limit)
     emit(_results(hits), True)
@@ -251,7 +251,7 @@ def list_(
     as_json: JsonFlag = True,
 ) -> None:
     """Live memories matching metadata filters, oldest first (e.g. --filter goal_id=g1)."""
-    scope = Scope(agent_id, user_id, org_id, workspace_id)
+    scope = Scope.resolve(agent_id, user_id, org_id, workspace_id)
     with _store(db, agents_root, embedder) as store:
         mems = store.list_memories(scope, _filters(filters, filter_pairs), limit)
     emit({"memories": [m.to_dict() for m in mems]}, True)

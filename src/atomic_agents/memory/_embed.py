@@ -21,7 +21,7 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -162,8 +162,8 @@ class MiniLMEmbedder(BaseEmbedder):
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
         self._lock = threading.Lock()
-        self._session = None
-        self._tokenizer = None
+        self._session: Any = None
+        self._tokenizer: Any = None
         self._wants_type_ids = False
 
     @staticmethod
@@ -211,13 +211,13 @@ class MiniLMEmbedder(BaseEmbedder):
             self._session = session
 
     def _run(self, texts: list[str]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch(texts)  # type: ignore[union-attr]
+        encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if self._wants_type_ids:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feeds)[0]  # type: ignore[union-attr]
+        hidden = self._session.run(None, feeds)[0]
         # Mean pooling over real tokens then L2: sentence-transformers' recipe for this model.
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)

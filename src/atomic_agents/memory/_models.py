@@ -85,6 +85,13 @@ class Scope:
         object.__setattr__(self, "org_id", _scope_value("org_id", org, required=True))
         object.__setattr__(self, "workspace_id", _scope_value("workspace_id", ws, required=True))
 
+    @classmethod
+    def resolve(
+        cls, agent_id: str, user_id: str, org_id: str | None = None, workspace_id: str | None = None
+    ) -> Scope:
+        """Like the constructor, typed for optional org/workspace (``None`` = environment default)."""
+        return cls(agent_id, user_id, org_id, workspace_id)  # type: ignore[arg-type]
+
     def key(self) -> tuple[str, str, str, str]:
         return (self.agent_id, self.user_id, self.org_id, self.workspace_id)
 

@@ -498,9 +498,11 @@ class SQLiteMemoryStore:
     def _semantic(
         self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int
     ) -> tuple[np.ndarray, VectorIndex, list[int] | None, list[tuple[int, float]]]:
-        self._require_model()
         with self._lock:
             index = self._sync()
+            # the stored model can only change with a commit, which _sync has just looked at
+            if self._index_model != self.embedder.model_id:
+                self._require_model()
             only = self._candidates(sc, filters) if filters else None
             qv = np.asarray(self.embedder.embed_batch([q])[0], dtype=np.float32)
             found = index.search(qv, sc.key(), limit, now=time.time(), only=only)

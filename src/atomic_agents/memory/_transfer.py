@@ -33,7 +33,7 @@ def export_jsonl(
     sf = check_scope_filter(scope)
     if hasattr(target, "write"):
         return _write(store, target, sf)  # type: ignore[arg-type]
-    path = Path(target)  # type: ignore[arg-type]
+    path = Path(target)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -81,7 +81,7 @@ def import_jsonl(
     if hasattr(source, "read"):
         records = list(_records(source, "<stream>"))  # type: ignore[arg-type]
     else:
-        with open(source, encoding="utf-8") as fh:  # type: ignore[arg-type]
+        with open(source, encoding="utf-8") as fh:
             records = list(_records(fh, str(source)))
     from ._secrets import check_no_secrets
 
