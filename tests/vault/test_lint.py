@@ -66,3 +66,17 @@ def test_stale_expired_long_pinned_and_hints(agent: Agent) -> None:
     assert len(report.pinned) == 11 and report.errors == []
     assert rules(agent, today=dt.date(2026, 5, 6), stale_days=200) - found == set()
     assert ("stale", "feedback_old_rule.md") not in rules(agent, today=dt.date(2026, 5, 6), stale_days=200)
+
+
+def test_parse_cache_never_serves_a_changed_file(agent: Agent) -> None:
+    """validate and lint reuse parses of unchanged files only: an edit is always seen."""
+    n = agent.new_note(draft("cached_rule"))
+    assert lint_agent(agent).errors == []
+    cache_file = agent.agents_root / "_cache" / "vault" / "finance.json"
+    assert cache_file.exists()
+    n.path.write_text(n.path.read_text().replace("confidence: high", "confidence: shaky"))
+    [err] = lint_agent(agent).errors
+    assert err.rule == "confidence"
+    assert [e.rule for e in agent.validate()] == ["confidence"]
+    cache_file.write_text("{not json")  # a damaged cache is ignored, never trusted
+    assert [e.rule for e in agent.validate()] == ["confidence"]

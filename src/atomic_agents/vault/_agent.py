@@ -22,6 +22,7 @@ from typing import Any
 from .._io import FileLock, atomic_write, fsync_dir, sweep_stale_temps
 from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, ValidationError
 from ._frontmatter import Document, read, render_document
+from ._cache import ParseCache, stamp_of
 from ._index import ARCHIVE, PROMOTED, Index, _Section, section_for
 from ._names import check_agent_name, check_topic, safe_child
 from ._units import Note, NoteDraft, UnitType, WikiDraft, order_meta
@@ -104,15 +105,18 @@ class Agent:
 
     # ----------------------------------------------------------------- reading
     def unit_files(self, unit_type: UnitType) -> list[Path]:
+        """Note (or wiki page) files in filename order: ``*.md`` but INDEX files and dot-files."""
         folder = self.folder(unit_type)
+        return [folder / n for n in self._unit_names(unit_type)]
+
+    def _unit_names(self, unit_type: UnitType) -> list[str]:
         try:
-            with os.scandir(folder) as it:
-                names = sorted(
+            with os.scandir(self.folder(unit_type)) as it:
+                return sorted(
                     e.name for e in it if e.name.endswith(".md") and not e.name.startswith((".", "INDEX")) and e.is_file()
                 )
         except FileNotFoundError:
             return []
-        return [folder / n for n in names]
 
     def load(self, filename: str, unit_type: UnitType = "memory") -> Note:
         """Read one note (``unit_type="memory"``) or wiki page; raises NotFoundError / FrontmatterParseError."""
@@ -127,16 +131,40 @@ class Agent:
     def get_wiki_page(self, filename: str) -> Note:
         return self.load(_md(filename), "wiki")
 
-    def scan(self, unit_type: UnitType = "memory") -> tuple[list[Note], list[FrontmatterParseError]]:
-        """Every unit that parses, and the parse errors of those that do not (never silently dropped)."""
+    def scan(
+        self, unit_type: UnitType = "memory", *, cache: ParseCache | None = None
+    ) -> tuple[list[Note], list[FrontmatterParseError]]:
+        """Every unit that parses, and the parse errors of those that do not (never silently dropped).
+
+        With a :class:`ParseCache`, unchanged files are not parsed again; their
+        notes read the body only if it is asked for.
+        """
         notes: list[Note] = []
         errors: list[FrontmatterParseError] = []
-        for p in self.unit_files(unit_type):
+        folder = str(self.folder(unit_type))
+        for name in self._unit_names(unit_type):
+            p = os.path.join(folder, name)
             try:
-                notes.append(Note(p, unit_type, read(p)))
+                if cache is None:
+                    notes.append(Note(p, unit_type, read(p)))
+                    continue
+                rel = f"{unit_type}/{name}"
+                stamp = stamp_of(os.stat(p))
+                meta = cache.get(rel, stamp)
+                if meta is not None:
+                    notes.append(Note(p, unit_type, Document(meta=meta, body="", lazy=True)))
+                    continue
+                doc = read(p)
+                cache.put(rel, stamp, doc.meta)
+                notes.append(Note(p, unit_type, doc))
             except FrontmatterParseError as exc:
                 errors.append(exc)
+            except FileNotFoundError:
+                continue  # removed while we looked: not a unit any more
         return notes, errors
+
+    def parse_cache(self) -> ParseCache:
+        return ParseCache(self.agents_root, self.name)
 
     def list_notes(
         self,

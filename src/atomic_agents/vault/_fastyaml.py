@@ -81,6 +81,23 @@ def _scalar(s: str) -> Any:
     raise _Fallback
 
 
+_CACHE: dict[str, Any] = {}
+_CACHE_MAX = 8192
+_IMMUTABLE = (str, int, bool, dt.date, type(None))
+
+
+def _cached_scalar(s: str) -> Any:
+    """``_scalar`` with a small cache: type, confidence, dates and flags repeat across notes."""
+    try:
+        return _CACHE[s]
+    except KeyError:
+        pass
+    v = _scalar(s)
+    if len(s) <= 40 and isinstance(v, _IMMUTABLE) and len(_CACHE) < _CACHE_MAX:
+        _CACHE[s] = v
+    return v
+
+
 def _value(rest: str) -> Any:
     if rest.startswith("["):
         if not rest.endswith("]") or "[" in rest[1:] or "{" in rest or "'" in rest or '"' in rest:
@@ -91,8 +108,8 @@ def _value(rest: str) -> Any:
         items = [p.strip() for p in inner.split(",")]
         if any(not p for p in items):
             raise _Fallback
-        return [_scalar(p) for p in items]
-    return _scalar(rest)
+        return [_cached_scalar(p) for p in items]
+    return _cached_scalar(rest)
 
 
 def fast_load(text: str) -> dict[str, Any] | None:
@@ -115,12 +132,16 @@ def fast_load(text: str) -> dict[str, Any] | None:
                     return None  # a continuation line, or an item with no key to belong to
                 if items is None:
                     items = meta[key] = []
-                items.append(_scalar(m.group(1) or ""))
+                items.append(_cached_scalar(m.group(1) or ""))
                 continue
-            m = _KEY.match(line)
-            if m is None:
-                return None
-            key, rest = m.group(1), m.group(2)
+            head, sep, tail = line.partition(": ")
+            if sep and head.isidentifier() and head.isascii():
+                key, rest = head, tail.strip(" ")  # the common "key: value" line, without a regex
+            else:
+                m = _KEY.match(line)
+                if m is None:
+                    return None
+                key, rest = m.group(1), m.group(2)
             if key in meta:
                 return None  # duplicate keys: let YAML decide
             items = None

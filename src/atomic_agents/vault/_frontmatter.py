@@ -65,6 +65,7 @@ class Document:
     opener: str = "---"
     closer: str = "---"
     path: Path | None = field(default=None, compare=False)
+    lazy: bool = field(default=False, compare=False)  # meta from the parse cache; body not read yet
 
     @property
     def has_frontmatter(self) -> bool:

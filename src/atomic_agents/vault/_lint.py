@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._schema import CURRENT_SCHEMA_VERSION
 from ..exceptions import FrontmatterParseError
+from ._cache import ParseCache
 from ._units import Note, UnitType
 from ._validate import NOTE_FILENAME, Issue, validate_note_meta, validate_wiki_meta
 
@@ -58,14 +59,24 @@ class LintReport:
 Scanned = dict[str, tuple[list[Note], list[FrontmatterParseError]]]
 
 
-def scan_all(agent: Agent) -> Scanned:
-    return {"memory": agent.scan("memory"), "wiki": agent.scan("wiki")}
+def scan_all(agent: Agent, cache: ParseCache | None = None) -> Scanned:
+    """Both kinds of unit, through the agent's parse cache when one is given."""
+    return {"memory": agent.scan("memory", cache=cache), "wiki": agent.scan("wiki", cache=cache)}
 
 
-def check_units(agent: Agent, *, strict_index: bool = True, scanned: Scanned | None = None) -> list[Issue]:
-    """Spec checks 1-6 on every note and wiki page, with supersede links and INDEX coverage."""
+def check_units(agent: Agent, *, strict_index: bool = True, scanned: Scanned | None = None,
+                cache: ParseCache | None = None) -> list[Issue]:
+    """Spec checks 1-6 on every note and wiki page, with supersede links and INDEX coverage.
+
+    Without ``scanned``, the units are read through the agent's parse cache
+    (unchanged files are neither parsed nor validated again) and the cache is saved.
+    """
     issues: list[Issue] = []
-    scanned = scanned if scanned is not None else scan_all(agent)
+    own_cache = scanned is None and cache is None
+    if own_cache:
+        cache = agent.parse_cache()
+    if scanned is None:
+        scanned = scan_all(agent, cache)
     unit_type: UnitType
     for unit_type in ("memory", "wiki"):
         units, errors = scanned[unit_type]
@@ -75,13 +86,24 @@ def check_units(agent: Agent, *, strict_index: bool = True, scanned: Scanned | N
             issues.append(Issue(where, "frontmatter", "yaml", err.message))
         validator = validate_note_meta if unit_type == "memory" else validate_wiki_meta
         names = {u.filename for u in units} | {e.path.rsplit("/", 1)[-1] for e in errors if e.path}
+        prefix = f"{agent.name}/{agent.folder(unit_type).name}/"
         for u in units:
-            rel = str(u.path.relative_to(agent.agents_root))
-            # Reading accepts any version up to current (target None); lint hints at old ones.
-            issues.extend(validator(u.meta, filename=u.filename, path=rel, target_version=None))
+            rel = prefix + u.filename
+            key = f"{unit_type}/{u.filename}"
+            found = cache.issues(key) if cache is not None else None
+            if found is not None:
+                issues.extend(Issue(rel, *row) for row in found)
+            else:
+                # Reading accepts any version up to current (target None); lint hints at old ones.
+                fresh = validator(u.meta, filename=u.filename, path=rel, target_version=None)
+                if cache is not None:
+                    cache.set_issues(key, [[i.field, i.rule, i.message, i.severity] for i in fresh])
+                issues.extend(fresh)
             issues.extend(_links(u, names, rel))
         if strict_index:
             issues.extend(_index_coverage(agent, unit_type, units, names))
+    if own_cache and cache is not None:
+        cache.save()
     return issues
 
 
@@ -131,13 +153,15 @@ def lint_agent(
 
     today = today or dt.date.today()
     report = LintReport(agent.name)
-    scanned = scan_all(agent)
-    report.issues.extend(check_units(agent, scanned=scanned))
+    cache = agent.parse_cache()
+    scanned = scan_all(agent, cache)
+    report.issues.extend(check_units(agent, scanned=scanned, cache=cache))
+    cache.save()
     report.issues.extend(check_operational_files(agent))
     notes, wiki = scanned["memory"][0], scanned["wiki"][0]
     report.notes, report.wiki_pages = len(notes), len(wiki)
     for u in notes + wiki:
-        rel = str(u.path.relative_to(agent.agents_root))
+        rel = f"{agent.name}/{agent.folder(u.unit_type).name}/{u.filename}"
         if u.superseded_by:
             continue
         seen = u.last_seen

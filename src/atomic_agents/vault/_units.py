@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from .._schema import CURRENT_SCHEMA_VERSION, LEGACY_SCHEMA_VERSION
-from ._frontmatter import Document
+from ._frontmatter import Document, read
 from ._models import KEY_ORDER, parse_date
 
 __all__ = ["Note", "NoteDraft", "UnitType", "WikiDraft", "meta_version", "order_meta"]
@@ -37,7 +38,6 @@ def _as_date(value: Any) -> dt.date | None:
         return None
 
 
-@dataclass
 class Note:
     """An atomic note or wiki page read from disk.
 
@@ -45,13 +45,23 @@ class Note:
     typed accessors below give defaults for missing optional fields.
     """
 
-    path: Path
-    unit_type: UnitType
-    doc: Document
+    __slots__ = ("_path", "doc", "filename", "unit_type")
+
+    def __init__(self, path: Path | str, unit_type: UnitType, doc: Document) -> None:
+        # Scanning 10,000 notes: a plain string is much cheaper than a Path until one is needed.
+        self._path = path
+        self.filename: str = os.path.basename(path)
+        self.unit_type: UnitType = unit_type
+        self.doc = doc
 
     @property
-    def filename(self) -> str:
-        return self.path.name
+    def path(self) -> Path:
+        if not isinstance(self._path, Path):
+            self._path = Path(self._path)
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"Note({str(self._path)!r}, {self.unit_type!r})"
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -59,6 +69,8 @@ class Note:
 
     @property
     def body(self) -> str:
+        if self.doc.lazy:  # came from the parse cache: read the file now
+            self.doc = read(self.path)
         return self.doc.body
 
     @property
