@@ -14,7 +14,7 @@
 >>> fuse(0.0, 0.5)
 0.5
 >>> round(fuse(0.8, 0.9), 3)
-0.914
+0.916
 """
 
 from __future__ import annotations
