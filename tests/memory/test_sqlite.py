@@ -114,3 +114,32 @@ def test_four_processes_writing_at_once_lose_nothing(db: Path) -> None:
     assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 4 * n
     assert conn.execute("SELECT count(DISTINCT id) FROM memories").fetchone()[0] == 4 * n
     assert conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'deploys'").fetchone()[0] == 4 * n
+
+
+def test_a_fresh_store_starts_from_the_vector_snapshot_and_catches_up(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import atomic_agents.memory._sqlite as backend
+    from atomic_agents.memory._matrix_cache import snapshot_path
+
+    monkeypatch.setattr(backend, "MIN_ROWS", 1)
+    scope = Scope("a", "u")
+    first = SQLiteMemoryStore(db, embedder=HashingEmbedder())
+    old = first.remember("billing deploy failed", None, scope)
+    first.recall("billing", scope)  # full load from rows writes the snapshot
+    assert snapshot_path(db).exists()
+    newer = first.remember("billing deploy failed again", None, scope)  # after the snapshot
+    first.forget(old)
+
+    def no_full_load(self: SQLiteMemoryStore, meta: dict[str, str]) -> None:
+        raise AssertionError("should have started from the snapshot")
+
+    monkeypatch.setattr(SQLiteMemoryStore, "_load_from_rows", no_full_load)
+    second = SQLiteMemoryStore(db, embedder=HashingEmbedder())
+    assert [h.id for h in second.recall("billing deploy", scope)] == [newer]
+    second.close()
+
+    monkeypatch.undo()
+    first.prune(scope.as_filter(), keywords="billing", dry_run=False, hard=True)  # epoch bump: snapshot is stale
+    third = SQLiteMemoryStore(db, embedder=HashingEmbedder())
+    assert third.recall("billing deploy", scope) == []
+    third.close()
+    first.close()

@@ -28,6 +28,7 @@ import numpy as np
 from ..exceptions import EmbedderMismatchError, NotFoundError, StoreError, ValidationError
 from ._base import check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new
 from ._embed import Embedder, content_hash
+from ._matrix_cache import MIN_ROWS, load_snapshot, save_snapshot
 from ._models import (
     Health,
     Hit,
@@ -153,6 +154,7 @@ class SQLiteMemoryStore:
         self._synced_rev = 0
         self._data_version = -1
         self._epoch = ""
+        self._pulled = 0  # rows pulled since the matrix was loaded
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -229,6 +231,19 @@ class SQLiteMemoryStore:
             return self._index
 
     def _full_load(self, meta: dict[str, str]) -> None:
+        model, epoch = meta["embedder"], meta.get("epoch", "0")
+        snap = load_snapshot(self.path, model=model, epoch=epoch)
+        if snap is not None:
+            self._index, self._synced_rev = snap
+            self._index_model, self._epoch = model, epoch
+            self._pulled = 0
+            self._pull()  # everything committed after the snapshot was taken
+            return
+        self._load_from_rows(meta)
+        if self._index is not None and len(self._index) >= MIN_ROWS:
+            save_snapshot(self.path, self._index, model=model, epoch=epoch, rev=self._synced_rev)
+
+    def _load_from_rows(self, meta: dict[str, str]) -> None:
         model, dim = meta["embedder"], int(meta["dimension"])
         index = VectorIndex(dim)
         # max(rev) first: a commit landing between the two reads is pulled (again) next
@@ -245,6 +260,7 @@ class SQLiteMemoryStore:
             index.upsert_many(keys, vecs, [(r[1], r[2], r[3], r[4]) for r in rows], [r[5] for r in rows])
         self._synced_rev = int(top)
         self._index, self._index_model, self._epoch = index, model, meta.get("epoch", "0")
+        self._pulled = 0
 
     def _pull(self) -> None:
         assert self._index is not None
@@ -259,6 +275,7 @@ class SQLiteMemoryStore:
             else:
                 self._index.upsert(seq, np.frombuffer(blob, dtype=np.float32), (a, u, o, w), exp)
             self._synced_rev = max(self._synced_rev, rev)
+        self._pulled += len(rows)
 
     def _after_write(self) -> None:
         if self._index is not None:
@@ -688,6 +705,11 @@ class SQLiteMemoryStore:
 
     def close(self) -> None:
         with self._lock:
+            ix = self._index
+            # Refresh the sidecar when this process pulled many rows past it, so the next
+            # process starts close to current instead of pulling them all again.
+            if ix is not None and self._pulled > max(1_000, len(ix) // 10) and len(ix) >= MIN_ROWS:
+                save_snapshot(self.path, ix, model=self._index_model or "", epoch=self._epoch, rev=self._synced_rev)
             self._conn.close()
 
     def __enter__(self) -> SQLiteMemoryStore:

@@ -17,7 +17,7 @@ read); an approximate index is a later step above ~200k rows.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -141,3 +141,39 @@ class VectorIndex:
             if row is not None and self._live[row]:
                 out[k] = float(self._vecs[row] @ query)
         return out
+
+    # -- snapshot to / from plain arrays (the sidecar cache) ----------------------------
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The live rows as plain arrays (see :meth:`from_arrays`)."""
+        n = self._n
+        live = self._live[:n]
+        scopes = sorted(self._scope_codes, key=self._scope_codes.__getitem__)
+        return {
+            "keys": self._keys[:n][live],
+            "vecs": self._vecs[:n][live],
+            "scope": self._scope[:n][live],
+            "expires": self._expires[:n][live],
+            "scopes": np.array(["\x1f".join(s) for s in scopes], dtype=object),
+        }
+
+    @classmethod
+    def from_arrays(cls, dimension: int, arrays: Mapping[str, np.ndarray]) -> VectorIndex:
+        keys, vecs = arrays["keys"], arrays["vecs"]
+        if vecs.ndim != 2 or vecs.shape[1] != dimension or len(keys) != len(vecs):
+            raise ValueError("vector snapshot has the wrong shape")
+        ix = cls(dimension, capacity=max(1024, len(keys) + len(keys) // 4))
+        n = len(keys)
+        ix._vecs[:n] = vecs
+        ix._keys[:n] = keys
+        ix._scope[:n] = arrays["scope"]
+        ix._expires[:n] = arrays["expires"]
+        ix._live[:n] = True
+        ix._n = n
+        ix._row = {int(k): i for i, k in enumerate(keys.tolist())}
+        for code, joined in enumerate(arrays["scopes"].tolist(), start=1):
+            parts = tuple(str(joined).split("\x1f"))
+            if len(parts) != 4:
+                raise ValueError("bad scope in vector snapshot")
+            ix._scope_codes[parts] = code
+        return ix
