@@ -143,3 +143,21 @@ def test_a_fresh_store_starts_from_the_vector_snapshot_and_catches_up(db: Path, 
     assert third.recall("billing deploy", scope) == []
     third.close()
     first.close()
+
+
+def test_one_store_shared_by_threads(db: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = SQLiteMemoryStore(db, embedder=HashingEmbedder())
+    scope = Scope("a", "u")
+
+    def work(t: int) -> int:
+        for i in range(50):
+            store.remember(f"thread {t} note {i} about billing", {"t": t}, scope)
+            store.recall("billing note", scope, 3)
+        return len(store.list_memories(scope, {"t": t}))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(work, range(4))) == [50, 50, 50, 50]
+    assert store.health().live == 200 and len(store.recall("billing", scope, 1000)) == 200
+    store.close()

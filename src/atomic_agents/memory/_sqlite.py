@@ -160,7 +160,8 @@ class SQLiteMemoryStore:
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         try:
-            return _with_retry(lambda: self._conn.execute(sql, params).fetchall())
+            with self._lock:  # one connection: never read inside another thread's open write
+                return _with_retry(lambda: self._conn.execute(sql, params).fetchall())
         except sqlite3.Error as exc:
             raise StoreError(f"memory store read failed: {exc}") from exc
 
@@ -633,7 +634,8 @@ class SQLiteMemoryStore:
                     [(model, _blob(v), h, rev, r[0]) for r, (h, v) in zip(rows, vecs, strict=True)],
                 )
 
-            write_txn(self._conn, tx)
+            with self._lock:
+                write_txn(self._conn, tx)
             done += len(rows)
             if progress is not None:
                 progress(len(rows), total)
