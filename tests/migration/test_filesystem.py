@@ -64,9 +64,10 @@ def test_must3_writes_go_through_temp_fsync_rename(agents_root: Path, monkeypatc
     seen: list[tuple[str, bool, bool]] = []
     real = commit._commit
 
-    def spy(fd: int, tmp: Path, path: Path) -> None:
+    def spy(fd: int, tmp: str, path: str) -> None:
         # At commit time the temp holds the new bytes and the unit still holds the old ones.
-        seen.append((path.name, b"schema_version: 1" in tmp.read_bytes(), b"schema_version" not in path.read_bytes()))
+        new, old = Path(tmp).read_bytes(), Path(path).read_bytes()
+        seen.append((Path(path).name, b"schema_version: 1" in new, b"schema_version" not in old))
         real(fd, tmp, path)
 
     monkeypatch.setattr(commit, "_commit", spy)

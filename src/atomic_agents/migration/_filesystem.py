@@ -25,7 +25,7 @@ from ._runner import RunnerMixin
 from ._scripts import list_scripts
 from ._snapshot import create_snapshot, list_snapshot_names, resolve_snapshot, restore_snapshot
 from ._types import MigrationCapabilities, MigrationEvent, MigrationSnapshotRef, MigrationStatus, UnparseableUnit
-from ._units import FileUnit, ParseCache, version_of
+from ._units import FileUnit, ParseCache, peek, version_of
 
 __all__ = ["FilesystemMigrationBackend", "LOCK_FILE"]
 
@@ -77,32 +77,41 @@ class FilesystemMigrationBackend(RunnerMixin):
         return self.migrations_dir / AUDIT_FILE
 
     # -- units ----------------------------------------------------------------------
-    def _unit_paths(self) -> list[tuple[Path, str]]:
+    def _unit_paths(self) -> list[tuple[str, str]]:
         """(resolved path, unit_type) of every unit, each physical file once (MUST 2)."""
         root = self.agents_root
         if not root.is_dir():
             return []
-        real_root = root.resolve()
-        seen: set[Path] = set()
-        out: list[tuple[Path, str]] = []
+        real_root = str(root.resolve())
+        inside = real_root.rstrip(os.sep) + os.sep
+        # Plain strings, not Path objects: this runs three times per run over every unit.
+        seen: set[str] = set()
+        out: list[tuple[str, str]] = []
         for agent in sorted(os.scandir(root), key=lambda e: e.name):
             if agent.name.startswith((".", "_")) or not agent.is_dir():
                 continue  # _migrations, _dashboard, _cache, _memory, .git ...
             for folder, unit_type in _UNIT_DIRS:
-                d = Path(agent.path, folder)
+                d = os.path.join(agent.path, folder)
                 try:
                     entries = sorted(os.scandir(d), key=lambda e: e.name)
                 except (FileNotFoundError, NotADirectoryError):
                     continue
-                real_dir = d.resolve()  # once per folder; only symlinked files resolve one by one
+                real_dir = os.path.realpath(d)  # once per folder; only symlinked files resolve one by one
                 for f in entries:
                     name = f.name
                     if not name.endswith(".md") or name.startswith(".") or _is_index(name):
                         continue
-                    real = Path(f.path).resolve() if f.is_symlink() else real_dir / name
-                    if real in seen or not (f.is_file() if not f.is_symlink() else real.is_file()):
+                    if f.is_symlink():
+                        real = os.path.realpath(f.path)
+                        if not os.path.isfile(real):
+                            continue
+                    else:
+                        real = os.path.join(real_dir, name)
+                        if not f.is_file():
+                            continue
+                    if real in seen:
                         continue
-                    if not real.is_relative_to(real_root):
+                    if not real.startswith(inside):
                         # A snapshot could not cover it, so it is never migrated.
                         log.warning("skipping %s: it resolves outside the vault (%s)", f.path, real)
                         continue
@@ -117,7 +126,7 @@ class FilesystemMigrationBackend(RunnerMixin):
         return [FileUnit(p, t, dry_run=dry_run, writer=writer, cache=cache) for p, t in self._unit_paths()]
 
     def _unit_filename(self, unit: MigratableUnit) -> str | None:
-        return Path(unit.unit_id).name
+        return os.path.basename(unit.unit_id)
 
     def _scan(self) -> tuple[dict[int, int], list[str], list[UnparseableUnit], int]:
         by_version: dict[int, int] = {}
@@ -126,7 +135,7 @@ class FilesystemMigrationBackend(RunnerMixin):
         units = self.enumerate_units(dry_run=True)
         for unit in units:
             try:
-                meta = unit.read_frontmatter()
+                meta = peek(unit)
             except FrontmatterParseError as exc:
                 bad.append(UnparseableUnit(unit.unit_id, exc.line, exc.message))
                 continue

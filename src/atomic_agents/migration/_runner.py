@@ -42,7 +42,7 @@ from ._types import (
     UnitChange,
     UnparseableUnit,
 )
-from ._units import diff_meta
+from ._units import diff_meta, peek
 
 __all__ = ["Announce", "Progress", "RunnerMixin", "apply_script", "validate_units"]
 
@@ -70,7 +70,7 @@ def apply_script(unit: MigratableUnit, script: LoadedScript, dry_run: bool) -> d
     raw = script.module.migrate(unit)
     if not dry_run:
         # MUST 7: the bump is checked here, by apply_unit, not by the runner.
-        version = unit.read_frontmatter().get("schema_version")
+        version = peek(unit).get("schema_version")  # read_frontmatter() without the copy
         if isinstance(version, bool) or version != script.to_version:
             raise MigrationError(
                 f"{script.name} did not bump {unit.unit_id} to schema_version {script.to_version} "
@@ -95,7 +95,7 @@ def validate_units(
     errors: list[str] = []
     for unit in units:
         try:
-            meta = unit.read_frontmatter()
+            meta = peek(unit)  # validators only read
         except FrontmatterParseError as exc:
             errors.append(str(UnparseableUnit(unit.unit_id, exc.line, exc.message)))
             continue
@@ -110,7 +110,7 @@ def find_unparseable(units: list[MigratableUnit]) -> list[UnparseableUnit]:
     bad = []
     for unit in units:
         try:
-            unit.read_frontmatter()
+            peek(unit)
         except FrontmatterParseError as exc:
             bad.append(UnparseableUnit(unit.unit_id, exc.line, exc.message))
     return bad

@@ -9,6 +9,7 @@ satisfy :class:`~atomic_agents.migration.MigratableUnit`.
 from __future__ import annotations
 
 import copy
+import os
 import datetime as dt
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -20,7 +21,7 @@ from .._schema import LEGACY_SCHEMA_VERSION
 from ..vault import _frontmatter as fm
 from ._types import UnitChange
 
-__all__ = ["FileUnit", "MemoryUnit", "ParseCache", "copy_meta", "diff_meta", "version_of"]
+__all__ = ["FileUnit", "MemoryUnit", "ParseCache", "copy_meta", "diff_meta", "peek", "version_of"]
 
 _MISSING = object()
 
@@ -55,9 +56,9 @@ class ParseCache:
     """
 
     def __init__(self) -> None:
-        self._docs: dict[Path, tuple[str, fm.Document]] = {}
+        self._docs: dict[str, tuple[str, fm.Document]] = {}
 
-    def parse(self, path: Path, text: str) -> fm.Document:
+    def parse(self, path: str, text: str) -> fm.Document:
         hit = self._docs.get(path)
         if hit is not None and hit[0] == text:
             return hit[1]
@@ -81,7 +82,7 @@ class FileUnit:
     run on a pool, and reads of this handle see the new text at once.
     """
 
-    __slots__ = ("_path", "_unit_type", "_dry_run", "_doc", "_text", "_pending", "_original", "_writer", "_cache",
+    __slots__ = ("_id", "_unit_type", "_dry_run", "_doc", "_text", "_pending", "_original", "_writer", "_cache",
                  "_inflight")
 
     def __init__(
@@ -90,10 +91,10 @@ class FileUnit:
         unit_type: str,
         *,
         dry_run: bool = True,
-        writer: Callable[[Path, bytes], Future[None]] | None = None,
+        writer: Callable[[str, bytes], Future[None]] | None = None,
         cache: ParseCache | None = None,
     ) -> None:
-        self._path = Path(path)
+        self._id = os.fspath(path)
         self._unit_type = unit_type
         self._dry_run = dry_run
         self._doc: fm.Document | None = None
@@ -106,7 +107,7 @@ class FileUnit:
 
     @property
     def unit_id(self) -> str:
-        return str(self._path)
+        return self._id
 
     @property
     def unit_type(self) -> str:
@@ -118,17 +119,17 @@ class FileUnit:
 
     @property
     def path(self) -> Path:
-        return self._path
+        return Path(self._id)
 
     def _document(self) -> fm.Document:
         if self._doc is None:
             if self._text is None:
-                with open(self._path, encoding="utf-8", newline="") as fh:
+                with open(self._id, encoding="utf-8", newline="") as fh:
                     self._text = fh.read()
             if self._cache is not None:
-                self._doc = self._cache.parse(self._path, self._text)
+                self._doc = self._cache.parse(self._id, self._text)
             else:
-                self._doc = fm.parse(self._text, path=self._path)
+                self._doc = fm.parse(self._text, path=self._id)
             if self._original is None and self._dry_run:  # only dry runs report per-key changes
                 self._original = copy_meta(self._doc.meta)
         return self._doc
@@ -138,6 +139,12 @@ class FileUnit:
         if self._pending is not None:
             return copy_meta(self._pending)
         return copy_meta(self._document().meta)
+
+    def peek_frontmatter(self) -> dict[str, Any]:
+        """The frontmatter without a copy, for the runner's own read-only checks. Never mutate it."""
+        if self._pending is not None:
+            return self._pending
+        return self._document().meta
 
     def write_frontmatter(self, meta: dict[str, Any]) -> None:
         """Smallest-diff render + atomic write (MUST 3); dry run: kept in memory only."""
@@ -149,11 +156,11 @@ class FileUnit:
             return
         text = fm.render(doc, meta)
         if self._writer is None:
-            atomic_write(self._path, text)
+            atomic_write(self._id, text)
         else:
             if self._inflight is not None:
                 self._inflight.result()  # two writes to one file land in order
-            self._inflight = self._writer(self._path, text.encode("utf-8"))
+            self._inflight = self._writer(self._id, text.encode("utf-8"))
         # The next read parses exactly the bytes written, so MUST 7 checks what the file holds.
         self._text, self._doc = text, None
 
@@ -199,6 +206,10 @@ class MemoryUnit:
     def read_frontmatter(self) -> dict[str, Any]:
         return copy_meta(self._pending if self._pending is not None else self._meta)
 
+    def peek_frontmatter(self) -> dict[str, Any]:
+        """The held mapping without a copy (read-only use)."""
+        return self._pending if self._pending is not None else self._meta
+
     def write_frontmatter(self, meta: dict[str, Any]) -> None:
         if not isinstance(meta, dict):
             raise TypeError(f"write_frontmatter expects a dict, got {type(meta).__name__}")
@@ -212,6 +223,12 @@ class MemoryUnit:
 
     def pending_meta(self) -> dict[str, Any] | None:
         return self._pending
+
+
+def peek(unit: Any) -> dict[str, Any]:
+    """A unit's frontmatter for read-only checks: no copy when the handle offers ``peek_frontmatter``."""
+    fast = getattr(unit, "peek_frontmatter", None)
+    return fast() if fast is not None else unit.read_frontmatter()
 
 
 def diff_meta(
