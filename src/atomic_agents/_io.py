@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .exceptions import LockBusyError
 
-__all__ = ["FileLock", "append_line", "atomic_write", "atomic_write_many", "fsync_dir", "sweep_stale_temps"]
+__all__ = ["FileLock", "append_line", "atomic_write", "atomic_write_many", "fsync_dir", "pid_alive", "sweep_stale_temps"]
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:
@@ -72,7 +72,8 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, sync_dir: b
         fsync_dir(target.parent)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True if a process with this pid exists (ours included)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -94,7 +95,7 @@ def sweep_stale_temps(directory: str | os.PathLike[str]) -> list[Path]:
         return removed
     for p in folder.glob(".*.tmp"):
         parts = p.name.rsplit(".", 3)  # .{name}.{pid}.{ns}.tmp
-        if len(parts) == 4 and parts[1].isdigit() and not _pid_alive(int(parts[1])):
+        if len(parts) == 4 and parts[1].isdigit() and not pid_alive(int(parts[1])):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
                 removed.append(p)

@@ -30,7 +30,7 @@ import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from .._io import fsync_dir
+from .._io import fsync_dir, pid_alive
 from ..exceptions import MigrationError, MigrationSnapshotNotFound
 
 __all__ = [
@@ -259,15 +259,7 @@ def _sync_staged(fd: int, target: str, mtime: float) -> None:
 
 def _writer_alive(pid: int) -> bool:
     """A temp file of a live writer (other than us) is not debris: its rename is still coming."""
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid != os.getpid() and pid_alive(pid)
 
 
 def _is_link_to(live: str, linkname: str) -> bool:
