@@ -12,8 +12,10 @@ import contextlib
 import errno
 import fcntl
 import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from .exceptions import LockBusyError
@@ -102,16 +104,80 @@ def sweep_stale_temps(directory: str | os.PathLike[str]) -> list[Path]:
     return removed
 
 
-def atomic_write_many(items: list[tuple[Path, bytes]]) -> None:
-    """Write several files atomically each, fsyncing each directory once at the end.
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
 
-    Each file is individually old-or-new; the batch is not a transaction.
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="atomic-write")
+        return _POOL
+
+
+def _write_unsynced(path: Path, payload: bytes, mode: int | None) -> tuple[Path, int]:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644 if mode is None else mode)
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp, fd
+
+
+def _sync_close(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_many(items: Sequence[tuple[Path, bytes | str]]) -> None:
+    """Write several files, each atomically and durably, with their fsyncs overlapped.
+
+    Every temp file is written, then all are fsynced at once on a small thread
+    pool (the device flushes them together: group commit), then renamed in the
+    order given, then each directory is fsynced once. No file is renamed before
+    every temp file is durable, so each target is old or new, never partial.
+    The batch is not a transaction: a crash between two renames leaves some new.
     """
-    dirs: set[Path] = set()
-    for path, payload in items:
-        atomic_write(path, payload, sync_dir=False)
-        dirs.add(path.parent)
-    for d in dirs:
+    if not items:
+        return
+    staged: list[tuple[Path, Path, int]] = []
+    try:
+        try:
+            for path, data in items:
+                payload = data.encode("utf-8") if isinstance(data, str) else data
+                mode = None
+                with contextlib.suppress(FileNotFoundError):
+                    mode = os.stat(path).st_mode & 0o777
+                tmp, fd = _write_unsynced(path, payload, mode)
+                staged.append((path, tmp, fd))
+        except BaseException:
+            for _, _, fd in staged:
+                os.close(fd)  # never fsynced: nobody else holds these descriptors yet
+            raise
+        if len(staged) == 1:
+            _sync_close(staged[0][2])
+        else:
+            futures = [_pool().submit(_sync_close, fd) for _, _, fd in staged]
+            wait(futures)  # every descriptor is closed before any error is raised
+            for f in futures:
+                f.result()
+        for path, tmp, _ in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for _, tmp, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
+    for d in dict.fromkeys(path.parent for path, _ in items):
         fsync_dir(d)
 
 

@@ -123,3 +123,32 @@ def test_append_line_is_one_line(tmp_path: Path) -> None:
     append_line(f, json.dumps({"a": 1}))
     append_line(f, json.dumps({"a": 2}) + "\n")
     assert f.read_text() == '{"a": 1}\n{"a": 2}\n'
+
+
+def test_atomic_write_many_is_all_durable_before_any_rename(tmp_path: Path, monkeypatch) -> None:
+    """A failing fsync leaves every target as it was and no temp file behind."""
+    import atomic_agents._io as io
+
+    from atomic_agents._io import atomic_write_many
+
+    a, b = tmp_path / "a.md", tmp_path / "b.md"
+    a.write_text("old a")
+    calls = {"n": 0}
+    real_fsync = os.fsync
+
+    def flaky(fd: int) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(5, "EIO")
+        real_fsync(fd)
+
+    monkeypatch.setattr(io.os, "fsync", flaky)
+    import pytest
+
+    with pytest.raises(OSError):
+        atomic_write_many([(a, "new a"), (b, "new b")])
+    assert a.read_text() == "old a" and not b.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md"]
+    monkeypatch.setattr(io.os, "fsync", real_fsync)
+    atomic_write_many([(a, "new a"), (b, "new b")])
+    assert (a.read_text(), b.read_text()) == ("new a", "new b")

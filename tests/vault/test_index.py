@@ -88,13 +88,13 @@ def test_batch_writes_index_once(agent: Agent, monkeypatch) -> None:
     import atomic_agents.vault._agent as mod
 
     writes: list[str] = []
-    real = mod.atomic_write
+    real = mod.atomic_write_many
 
-    def spy(path, data, **kw):  # counts INDEX writes
-        writes.append(str(path))
-        return real(path, data, **kw)
+    def spy(items):  # records every file written
+        writes.extend(str(p) for p, _ in items)
+        return real(items)
 
-    monkeypatch.setattr(mod, "atomic_write", spy)
+    monkeypatch.setattr(mod, "atomic_write_many", spy)
     agent.create_notes([draft(f"rule_{i:02d}") for i in range(50)])
     assert sum(p.endswith("INDEX.md") for p in writes) == 1
     assert sum("rule_" in p for p in writes) == 50

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io import FileLock, atomic_write, fsync_dir, sweep_stale_temps
+from .._io import FileLock, atomic_write, atomic_write_many, fsync_dir, sweep_stale_temps
 from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, ValidationError
 from ._frontmatter import Document, read, render_document
 from ._cache import ParseCache, stamp_of
@@ -349,11 +349,8 @@ class Agent:
             # Not fsynced on purpose: an empty or torn marker after a crash means
             # "reconcile every entry", which is always safe (see _recover).
             marker.write_text(json.dumps([{"file": w.path.name, "old_title": w.old_title} for w in writes]))
-        for w in writes:
-            atomic_write(w.path, w.text, sync_dir=False)
-        for name, text in index_files.items():
-            atomic_write(folder / name, text, sync_dir=False)
-        fsync_dir(folder)
+        # notes first, then the INDEX; all fsynced together before the first rename
+        atomic_write_many([(w.path, w.text) for w in writes] + [(folder / n, t) for n, t in index_files.items()])
         if index_files:
             marker.unlink()
         idx.mark_saved(index_files)
