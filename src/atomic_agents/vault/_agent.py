@@ -4,7 +4,7 @@ Every mutation runs under the agent's lock and follows one path
 (:meth:`Agent._commit`): validate everything first (a refused write leaves the
 vault exactly as it was), note an intent marker, write each file atomically,
 update the INDEX in the same operation (spec check 6), fsync the folder once,
-drop the marker. If a crash lands between the note and its INDEX line, the
+clear the marker. If a crash lands between the note and its INDEX line, the
 marker tells the next writer (or ``validate``) which entries to roll forward.
 """
 
@@ -344,26 +344,28 @@ class Agent:
             idx.upsert(w.path.name, title=title, hook=hook, section=section, old_title=w.old_title,
                        refresh_hook=w.refresh_hook, is_new=w.is_new)
         index_files = idx.changed_files()
-        marker = folder / _MARKER
         if index_files:
-            # Not fsynced on purpose: an empty or torn marker after a crash means
-            # "reconcile every entry", which is always safe (see _recover).
-            marker.write_text(json.dumps([{"file": w.path.name, "old_title": w.old_title} for w in writes]))
+            intent = json.dumps([{"file": w.path.name, "old_title": w.old_title} for w in writes])
+            _set_marker(folder, intent.encode("utf-8"))
         # notes first, then the INDEX; all fsynced together before the first rename
         atomic_write_many([(w.path, w.text) for w in writes] + [(folder / n, t) for n, t in index_files.items()])
         if index_files:
-            marker.unlink()
+            _set_marker(folder, b"")
         idx.mark_saved(index_files)
         self._index_cache[unit_type] = (idx, _stamp(idx))
 
     def _recover(self, unit_type: UnitType, today: dt.date) -> bool:
         """Roll the INDEX forward after a crash between a note write and its INDEX update."""
         folder = self.folder(unit_type)
-        marker = folder / _MARKER
-        if not marker.exists():
-            return False
         try:
-            pending = json.loads(marker.read_text(encoding="utf-8"))
+            with open(folder / _MARKER, "rb") as fh:
+                raw = fh.read()
+        except FileNotFoundError:
+            return False
+        if not raw:
+            return False  # nothing pending
+        try:
+            pending = json.loads(raw)
             items = [(p["file"], p.get("old_title")) for p in pending]
         except (ValueError, KeyError, TypeError):
             items = [(p.name, None) for p in self.unit_files(unit_type)]
@@ -378,10 +380,8 @@ class Agent:
                 continue
             title, hook, section = self._entry_for(doc.meta, filename, unit_type, today)
             idx.upsert(filename, title=title, hook=hook, section=section, old_title=old_title, refresh_hook=False)
-        for name, text in idx.changed_files().items():
-            atomic_write(folder / name, text, sync_dir=False)
-        fsync_dir(folder)
-        marker.unlink()
+        atomic_write_many([(folder / n, t) for n, t in idx.changed_files().items()])
+        _set_marker(folder, b"")
         return True
 
     def rebuild_index(self, unit_type: UnitType = "memory", *, today: dt.date | None = None) -> dict[str, Any]:
@@ -433,6 +433,23 @@ class Agent:
                     self._recover(unit_type, today or dt.date.today())
                     sweep_stale_temps(self.folder(unit_type))
         return [i for i in check_units(self, strict_index=True) if i.severity == "error"]
+
+
+def _set_marker(folder: Path, payload: bytes) -> None:
+    """Overwrite the intent marker in place (empty = nothing pending).
+
+    One ``pwrite`` to a file that stays put: no create, unlink or fsync, so the
+    marker costs microseconds. It guards against a writer process dying
+    between its note and its INDEX (the page cache survives that). After a
+    power loss it may be stale; the worst case then is an INDEX line that lags
+    its note, which lint reports and ``index rebuild`` repairs.
+    """
+    fd = os.open(folder / _MARKER, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, payload, 0)
+        os.ftruncate(fd, len(payload))
+    finally:
+        os.close(fd)
 
 
 def _stamp(idx: Index) -> tuple[Any, ...]:
