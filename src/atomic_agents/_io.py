@@ -165,8 +165,14 @@ def atomic_write_many(items: Sequence[tuple[Path, bytes | str]]) -> None:
             raise
         if len(staged) <= 2:
             # measured here: for one or two files, handing fsyncs to threads costs more than it overlaps
+            failed: list[BaseException] = []
             for _, _, fd in staged:
-                _sync_close(fd)
+                try:
+                    _sync_close(fd)  # closes fd even when fsync fails
+                except OSError as exc:
+                    failed.append(exc)
+            if failed:
+                raise failed[0]
         else:
             futures = [_pool().submit(_sync_close, fd) for _, _, fd in staged]
             wait(futures)  # every descriptor is closed before any error is raised
