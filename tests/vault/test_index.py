@@ -114,3 +114,30 @@ def test_same_title_twice_keeps_entries_apart(agent: Agent) -> None:
     assert agent.validate() == []
     agent.rebuild_index()
     assert len(agent.index().entries()) == 2 and agent.validate() == []
+
+
+def test_big_section_splits_into_parts_and_a_write_touches_one(agent: Agent, monkeypatch) -> None:
+    import atomic_agents.vault._agent as mod
+
+    agent.create_notes([draft(f"rule_{i:03d}") for i in range(400)])
+    main = (agent.memory_dir / "INDEX.md").read_text()
+    parts = sorted(p.name for p in agent.memory_dir.glob("INDEX_feedback*.md"))
+    assert parts == ["INDEX_feedback.md", "INDEX_feedback_2.md", "INDEX_feedback_3.md"]
+    for p in parts:
+        assert f"- [{p}]({p}) — sub-index of Critical Feedback" in main
+        assert len((agent.memory_dir / p).read_text().splitlines()) <= 150
+    assert len(agent.index().entries()) == 400
+    written: list[str] = []
+    real = mod.atomic_write_many
+
+    def spy(items):
+        written.extend(p.name for p, _ in items)
+        return real(items)
+
+    monkeypatch.setattr(mod, "atomic_write_many", spy)
+    agent.update_note("feedback_rule_005.md", {"description": "changed"})
+    assert written == ["feedback_rule_005.md", "INDEX_feedback.md"]
+    written.clear()
+    agent.new_note(draft("rule_new"))
+    assert written == ["feedback_rule_new.md", "INDEX_feedback_3.md"]
+    assert agent.validate() == []

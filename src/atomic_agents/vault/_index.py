@@ -102,6 +102,8 @@ class _Section:
     heading: str
     lines: list[str] = field(default_factory=list)  # body lines (entries, hand notes, blanks)
     external: str | None = None  # INDEX_<slice>.md holding the entries, if split
+    parts: list[str] = field(default_factory=list)  # sub-index files on disk (INDEX_<slice>[_N].md)
+    planned: list[str] = field(default_factory=list)  # sub-index files of the last render
     dirty: bool = False  # changed since load: its file must be re-rendered
 
 
@@ -155,13 +157,14 @@ class Index:
                 body: list[str] = []
                 for s in sub_sections:
                     body.extend(s.lines)
-                sec.lines = [l for l in sec.lines if not _is_pointer_to(l, sub.name)] + body
-                sec.external = sub.name
+                sec.lines = [l for l in sec.lines if not _is_pointer_to(l, sub.name)] + _trim(body)
+                sec.external = sec.external or sub.name
+                sec.parts.append(sub.name)
         return idx
 
     def files(self) -> list[str]:
-        """INDEX.md and the sub-indexes this index is made of."""
-        return ["INDEX.md", *(s.external for s in self.sections if s.external)]
+        """INDEX.md and the sub-index files this index is made of."""
+        return ["INDEX.md", *(p for s in self.sections for p in s.parts)]
 
     # ---------------------------------------------------------------- queries
     def entries(self) -> list[tuple[str, Entry]]:
@@ -299,15 +302,28 @@ class Index:
         files: dict[str, str] = {}
         main: list[str] = list(self.preamble)
         main_dirty = newly_split or "INDEX.md" not in self.loaded
+        per_file = max(self.limit - 3, 10)  # each sub-index stays loadable: ~limit lines with its header
         for sec in self.sections:
             main.append(f"## {sec.heading}")
             if sec.external:
-                main.extend([f"- [{sec.external}]({sec.external}) — sub-index of {sec.heading}", ""])
-                if not only_dirty or sec.dirty or sec.external not in self.loaded:
-                    body = _trim(sec.lines)
-                    files[sec.external] = "\n".join(
-                        [f"# {self._title} — {self.kind} Index: {sec.heading}", "", f"## {sec.heading}", *body, ""]
-                    )
+                body = _trim(sec.lines)
+                # Fixed-size parts: an appended entry rewrites only the last part, not the whole slice.
+                chunks = [body[i : i + per_file] for i in range(0, len(body), per_file)] or [[]]
+                stem = sec.external[: -len(".md")]
+                names = [sec.external] + [f"{stem}_{k}.md" for k in range(2, len(chunks) + 1)]
+                sec.planned = names
+                for k, name in enumerate(names, 1):
+                    part = f", part {k} of {len(names)}" if len(names) > 1 else ""
+                    main.append(f"- [{name}]({name}) — sub-index of {sec.heading}{part}")
+                main.append("")
+                if names != sec.parts:
+                    main_dirty = True
+                if not only_dirty or sec.dirty or names != sec.parts:
+                    for k, (name, chunk) in enumerate(zip(names, chunks), 1):
+                        part = f" (part {k} of {len(names)})" if len(names) > 1 else ""
+                        files[name] = "\n".join(
+                            [f"# {self._title} — {self.kind} Index: {sec.heading}{part}", "", f"## {sec.heading}", *chunk, ""]
+                        )
             else:
                 main.extend(sec.lines)
                 main_dirty = main_dirty or sec.dirty
@@ -325,12 +341,14 @@ class Index:
         self.loaded.update(written)
         for sec in self.sections:
             sec.dirty = False
+            if sec.external:
+                sec.parts = list(sec.planned)
 
     def _decide_split(self) -> None:
         def main_lines() -> int:
             n = len(self.preamble)
             for s in self.sections:
-                n += 1 + (2 if s.external else len(s.lines))
+                n += 1 + (1 + max(len(s.parts), 1) if s.external else len(s.lines))
             return n
 
         if main_lines() <= self.limit:
