@@ -141,3 +141,19 @@ def test_big_section_splits_into_parts_and_a_write_touches_one(agent: Agent, mon
     agent.new_note(draft("rule_new"))
     assert written == ["feedback_rule_new.md", "INDEX_feedback_3.md"]
     assert agent.validate() == []
+
+
+def test_a_cached_index_never_overwrites_another_writers_change(vault, agent: Agent) -> None:
+    """Two Agent objects (as two processes) take turns; each sees the other's entries."""
+    other = vault.agent("finance")
+    agent.create_notes([draft(f"rule_{i:03d}") for i in range(200)])  # split into parts
+    agent.new_note(draft("mine_one"))
+    other.new_note(draft("theirs_one"))
+    agent.new_note(draft("mine_two"))
+    part = agent.memory_dir / "INDEX_feedback_2.md"
+    part.write_text(part.read_text().replace("When rule 190 matters", "hand-edited hook"))
+    other.new_note(draft("theirs_two"))
+    titles = {e.title for _, e in agent.index().entries()}
+    assert {"Note mine_one", "Note theirs_one", "Note mine_two", "Note theirs_two"} <= titles
+    assert "hand-edited hook" in part.read_text()
+    assert agent.validate() == []

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io import FileLock, atomic_write, atomic_write_many, fsync_dir, sweep_stale_temps
+from .._io import FileLock, atomic_write_many, sweep_stale_temps
 from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, ValidationError
 from ._frontmatter import Document, read, render_document
 from ._cache import ParseCache, stamp_of
@@ -65,7 +65,8 @@ class Agent:
         self.raw_dir = self.path / "raw"
         self.index_limit = index_limit
         self._lock = FileLock(self.path / ".agent.lock", timeout=120, what=f"agent {self.name!r}")
-        self._index_cache: dict[str, tuple[Index, tuple[Any, ...]]] = {}
+        # unit_type -> (index, stamp of INDEX.md + marker, stamp of each INDEX file when last seen)
+        self._index_cache: dict[str, tuple[Index, tuple[Any, ...], dict[str, Any]]] = {}
 
     def __repr__(self) -> str:
         return f"Agent({str(self.agents_root)!r}, {self.name!r})"
@@ -311,19 +312,23 @@ class Agent:
         kind, order = ("Memory", None) if unit_type == "memory" else ("Wiki", WIKI_SECTIONS)
         return Index.load(self.folder(unit_type), agent_title=self.title, limit=self.index_limit, kind=kind, order=order)
 
-    def _cached_index(self, unit_type: UnitType) -> Index:
-        """The INDEX for a write, reusing the one this object last wrote if no file changed since.
+    def _cached_index(self, unit_type: UnitType) -> tuple[Index, dict[str, Any] | None]:
+        """The INDEX for a write, reusing the one this object last wrote if nothing changed since.
 
         Parsing a 10,000-entry INDEX costs far more than a note write; a writer
-        that writes again (a long-running agent, the batch API) skips it. The
-        stamp (inode, size, mtime of every INDEX file) catches any other
-        writer, since an atomic replace always makes a new inode. Call under the lock.
+        that writes again (a long-running agent, the batch API) skips it. Every
+        INDEX change by this package rewrites the intent marker in place, and
+        an atomic replace of INDEX.md makes a new inode, so two stats tell if
+        another writer came by. Before writing, :meth:`_commit` also checks
+        each file it is about to replace (a hand edit of a sub-index part is
+        never overwritten). Returns the index and its per-file stamps (None
+        when freshly loaded). Call under the lock.
         """
-        cached = self._index_cache.get(unit_type)
-        if cached is not None and cached[1] == _stamp(cached[0]):
-            return cached[0]
-        self._index_cache.pop(unit_type, None)
-        return self.index(unit_type)
+        cached = self._index_cache.pop(unit_type, None)
+        folder = self.folder(unit_type)
+        if cached is not None and cached[1] == _key_stamp(folder):
+            return cached[0], cached[2]
+        return self.index(unit_type), None
 
     def _entry_for(self, meta: dict[str, Any], filename: str, unit_type: UnitType, today: dt.date) -> tuple[str, str, str]:
         sup = meta.get("superseded_by")
@@ -337,13 +342,12 @@ class Agent:
     def _commit(self, unit_type: UnitType, writes: list[_Write], today: dt.date) -> None:
         folder = self.folder(unit_type)
         self._recover(unit_type, today)
-        idx = self._cached_index(unit_type)
-        self._index_cache.pop(unit_type, None)  # re-armed only once everything is on disk
-        for w in writes:
-            title, hook, section = self._entry_for(w.meta, w.path.name, unit_type, today)
-            idx.upsert(w.path.name, title=title, hook=hook, section=section, old_title=w.old_title,
-                       refresh_hook=w.refresh_hook, is_new=w.is_new)
-        index_files = idx.changed_files()
+        idx, stamps = self._cached_index(unit_type)
+        index_files = self._apply(idx, unit_type, writes, today)
+        if stamps is not None and any(_file_stamp(folder / n) != stamps.get(n) for n in index_files):
+            # a file we would replace changed since we cached it: start again from disk
+            idx, stamps = self.index(unit_type), None
+            index_files = self._apply(idx, unit_type, writes, today)
         if index_files:
             intent = json.dumps([{"file": w.path.name, "old_title": w.old_title} for w in writes])
             _set_marker(folder, intent.encode("utf-8"))
@@ -352,7 +356,18 @@ class Agent:
         if index_files:
             _set_marker(folder, b"")
         idx.mark_saved(index_files)
-        self._index_cache[unit_type] = (idx, _stamp(idx))
+        if stamps is None:
+            stamps = {n: _file_stamp(folder / n) for n in idx.files()}
+        else:
+            stamps.update((n, _file_stamp(folder / n)) for n in index_files)
+        self._index_cache[unit_type] = (idx, _key_stamp(folder), stamps)
+
+    def _apply(self, idx: Index, unit_type: UnitType, writes: list[_Write], today: dt.date) -> dict[str, str]:
+        for w in writes:
+            title, hook, section = self._entry_for(w.meta, w.path.name, unit_type, today)
+            idx.upsert(w.path.name, title=title, hook=hook, section=section, old_title=w.old_title,
+                       refresh_hook=w.refresh_hook, is_new=w.is_new)
+        return idx.changed_files()
 
     def _recover(self, unit_type: UnitType, today: dt.date) -> bool:
         """Roll the INDEX forward after a crash between a note write and its INDEX update."""
@@ -416,9 +431,8 @@ class Agent:
             for sec in fresh.sections:
                 sec.dirty = True  # a rebuild re-renders every file; unchanged ones are still not written
             files = fresh.changed_files()
-            for name, text in files.items():
-                atomic_write(self.folder(unit_type) / name, text, sync_dir=False)
-            fsync_dir(self.folder(unit_type))
+            atomic_write_many([(self.folder(unit_type) / n, t) for n, t in files.items()])
+            _set_marker(self.folder(unit_type), b"")  # tells other writers' caches the INDEX changed
             return {"entries": len(notes), "files_written": sorted(files), "unreadable": [str(e) for e in errors]}
 
     # ---------------------------------------------------------------- validate
@@ -452,16 +466,16 @@ def _set_marker(folder: Path, payload: bytes) -> None:
         os.close(fd)
 
 
-def _stamp(idx: Index) -> tuple[Any, ...]:
-    out: list[Any] = []
-    for name in idx.files():
-        try:
-            st = os.stat(idx.folder / name)
-        except FileNotFoundError:
-            out.append((name, None))
-            continue
-        out.append((name, st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(out)
+def _file_stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _key_stamp(folder: Path) -> tuple[Any, ...]:
+    return (_file_stamp(folder / "INDEX.md"), _file_stamp(folder / _MARKER))
 
 
 def _md(filename: str) -> str:

@@ -306,11 +306,11 @@ class Index:
         for sec in self.sections:
             main.append(f"## {sec.heading}")
             if sec.external:
-                body = _trim(sec.lines)
                 # Fixed-size parts: an appended entry rewrites only the last part, not the whole slice.
-                chunks = [body[i : i + per_file] for i in range(0, len(body), per_file)] or [[]]
+                lo, hi = _trimmed_bounds(sec.lines)
+                count = max(1, -(-(hi - lo) // per_file))
                 stem = sec.external[: -len(".md")]
-                names = [sec.external] + [f"{stem}_{k}.md" for k in range(2, len(chunks) + 1)]
+                names = [sec.external] + [f"{stem}_{k}.md" for k in range(2, count + 1)]
                 sec.planned = names
                 for k, name in enumerate(names, 1):
                     part = f", part {k} of {len(names)}" if len(names) > 1 else ""
@@ -319,6 +319,7 @@ class Index:
                 if names != sec.parts:
                     main_dirty = True
                 if not only_dirty or sec.dirty or names != sec.parts:
+                    chunks = [sec.lines[i : min(i + per_file, hi)] for i in range(lo, hi, per_file)] or [[]]
                     for k, (name, chunk) in enumerate(zip(names, chunks), 1):
                         part = f" (part {k} of {len(names)})" if len(names) > 1 else ""
                         files[name] = "\n".join(
@@ -368,6 +369,16 @@ def _slug(heading: str) -> str:
 def _is_pointer_to(line: str, name: str) -> bool:
     e = parse_entry(line)
     return e is not None and e.filename == name
+
+
+def _trimmed_bounds(lines: list[str]) -> tuple[int, int]:
+    """``lines[lo:hi]`` is ``lines`` without leading and trailing blank lines (no copy)."""
+    lo, hi = 0, len(lines)
+    while hi > lo and not lines[hi - 1].strip():
+        hi -= 1
+    while lo < hi and not lines[lo].strip():
+        lo += 1
+    return lo, hi
 
 
 def _trim(lines: list[str]) -> list[str]:
