@@ -412,7 +412,9 @@ class Agent:
             kept_hooks = {}
             for section, e in old.entries():
                 kept_hooks[(section, e.filename or e.title)] = e
-            notes, errors = self.scan(unit_type)
+            cache = self.parse_cache()
+            notes, errors = self.scan(unit_type, cache=cache)
+            cache.save()
             fresh = Index(self.folder(unit_type), title=self.title, limit=self.index_limit, kind=old.kind, order=old.order)
             fresh.preamble = old.preamble or [f"# {self.title} — {old.kind} Index", ""]
             fresh.loaded = old.loaded
