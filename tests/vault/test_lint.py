@@ -80,3 +80,16 @@ def test_parse_cache_never_serves_a_changed_file(agent: Agent) -> None:
     assert [e.rule for e in agent.validate()] == ["confidence"]
     cache_file.write_text("{not json")  # a damaged cache is ignored, never trusted
     assert [e.rule for e in agent.validate()] == ["confidence"]
+
+
+def test_parse_cache_keeps_entries_of_folders_not_scanned(agent: Agent) -> None:
+    import json
+
+    from atomic_agents.vault import WikiDraft
+
+    agent.new_note(draft("one_rule"))
+    agent.new_wiki_page(WikiDraft(topic="methods", name="Methods", description="d", sources=["raw/x.md"], confidence="high"))
+    lint_agent(agent)
+    agent.rebuild_index("memory")  # scans memory/ only
+    units = json.loads((agent.agents_root / "_cache" / "vault" / "finance.json").read_text())["units"]
+    assert set(units) == {"memory/feedback_one_rule.md", "wiki/methods.md"}

@@ -143,6 +143,8 @@ class Agent:
         notes: list[Note] = []
         errors: list[FrontmatterParseError] = []
         folder = str(self.folder(unit_type))
+        if cache is not None:
+            cache.scanning(unit_type)
         for name in self._unit_names(unit_type):
             p = os.path.join(folder, name)
             try:

@@ -70,10 +70,15 @@ class ParseCache:
         self._entries: dict[str, list[Any]] = {}
         self._dirty = False
         self._seen: set[str] = set()
+        self._scanned: set[str] = set()  # folders ("memory", "wiki") listed in full this run
         with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
             data = json.loads(self.path.read_text(encoding="utf-8"))
             if data.get("format") == _FORMAT and data.get("package") == _package_version():
                 self._entries = data["units"]
+
+    def scanning(self, folder: str) -> None:
+        """Say that every file of ``folder`` will be looked up (so absent ones can be dropped)."""
+        self._scanned.add(folder)
 
     def get(self, rel: str, stamp: Stamp) -> dict[str, Any] | None:
         """The cached frontmatter of ``rel`` if the file is unchanged, else ``None``."""
@@ -111,7 +116,7 @@ class ParseCache:
 
     def save(self) -> None:
         """Write the cache (dropping files not seen this run); failures are ignored: it is only a cache."""
-        gone = set(self._entries) - self._seen
+        gone = {r for r in self._entries if r not in self._seen and r.split("/", 1)[0] in self._scanned}
         if not self._dirty and not gone:
             return
         for rel in gone:
