@@ -105,6 +105,11 @@ class _Section:
     parts: list[str] = field(default_factory=list)  # sub-index files on disk (INDEX_<slice>[_N].md)
     planned: list[str] = field(default_factory=list)  # sub-index files of the last render
     dirty: bool = False  # changed since load: its file must be re-rendered
+    dirty_from: int = 0  # first line index changed (parts before it are unchanged)
+
+    def touch(self, i: int) -> None:
+        self.dirty_from = min(self.dirty_from, i) if self.dirty else i
+        self.dirty = True
 
 
 _ANY_TITLE = re.compile(r"^\s*[-*]\s+`([^`]+)`", re.M)
@@ -239,18 +244,17 @@ class Index:
                 if old_line == new_line:
                     return False
                 sec.lines[i] = new_line
-                sec.dirty = True
+                sec.touch(i)
                 self._note(new_line)
                 return True
             del sec.lines[i]
-            sec.dirty = True
+            sec.touch(i)
         elif is_new and " ".join(title.split()) in self._known()[0]:
             new_line = format_entry(title, hook, filename)
         else:
             new_line = format_entry(title, hook)
         target = self._section(section)
-        _insert(target, new_line)
-        target.dirty = True
+        target.touch(_insert(target, new_line))
         self._note(new_line)
         return True
 
@@ -271,7 +275,7 @@ class Index:
             return False
         sec, i = found
         del sec.lines[i]
-        sec.dirty = True
+        sec.touch(i)
         return True
 
     def _section(self, heading: str) -> _Section:
@@ -319,9 +323,13 @@ class Index:
                 if names != sec.parts:
                     main_dirty = True
                 if not only_dirty or sec.dirty or names != sec.parts:
-                    chunks = [sec.lines[i : min(i + per_file, hi)] for i in range(lo, hi, per_file)] or [[]]
-                    for k, (name, chunk) in enumerate(zip(names, chunks), 1):
-                        part = f" (part {k} of {len(names)})" if len(names) > 1 else ""
+                    every = not only_dirty or names != sec.parts
+                    starts = list(range(lo, hi, per_file)) or [lo]
+                    for k, (name, start) in enumerate(zip(names, starts), 1):
+                        if not every and start + per_file <= sec.dirty_from:
+                            continue  # this part ends before the first changed line
+                        chunk = sec.lines[start : min(start + per_file, hi)]
+                        part = f" (part {k})" if len(names) > 1 else ""
                         files[name] = "\n".join(
                             [f"# {self._title} — {self.kind} Index: {sec.heading}{part}", "", f"## {sec.heading}", *chunk, ""]
                         )
@@ -390,14 +398,15 @@ def _trim(lines: list[str]) -> list[str]:
     return out
 
 
-def _insert(sec: _Section, line: str) -> None:
-    """Append after the section's last non-blank line, keeping its trailing blank lines."""
+def _insert(sec: _Section, line: str) -> int:
+    """Append after the section's last non-blank line, keeping its trailing blank lines; return its index."""
     i = len(sec.lines)
     while i > 0 and not sec.lines[i - 1].strip():
         i -= 1
     sec.lines.insert(i, line)
     if i == len(sec.lines) - 1:
         sec.lines.append("")
+    return i
 
 
 def _split_sections(text: str) -> tuple[list[str], list[_Section]]:
