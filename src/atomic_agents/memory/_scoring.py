@@ -60,7 +60,7 @@ def keyword_scores(bm25_values: Sequence[float]) -> list[float]:
     best = max(rel, default=0.0)
     if best <= 0.0:
         return [1.0 for _ in rel]
-    return [KEYWORD_FLOOR + (1.0 - KEYWORD_FLOOR) * r / best for r in rel]
+    return [KEYWORD_FLOOR + (1.0 - KEYWORD_FLOOR) * (r / best) for r in rel]
 
 
 def semantic_score(cosine: float) -> float:
