@@ -151,20 +151,25 @@ class Index:
         idx.loaded["INDEX.md"] = text
         idx.preamble, idx.sections = _split_sections(text)
         for sec in idx.sections:
-            pointers = [e for e in map(parse_entry, sec.lines) if e is not None and e.is_pointer]
-            for ptr in pointers:
-                sub = folder / ptr.filename  # type: ignore[operator]
-                if not sub.exists():
-                    continue
-                sub_text = sub.read_text(encoding="utf-8")
-                idx.loaded[sub.name] = sub_text
-                _, sub_sections = _split_sections(sub_text)
-                body: list[str] = []
-                for s in sub_sections:
-                    body.extend(s.lines)
-                sec.lines = [l for l in sec.lines if not _is_pointer_to(l, sub.name)] + _trim(body)
-                sec.external = sec.external or sub.name
-                sec.parts.append(sub.name)
+            pointers: list[str] = []
+            own: list[str] = []
+            for line in sec.lines:
+                e = parse_entry(line) if "](INDEX_" in line else None
+                if e is not None and e.is_pointer and (folder / e.filename).exists():  # type: ignore[operator]
+                    pointers.append(e.filename)  # type: ignore[arg-type]
+                else:
+                    own.append(line)
+            if not pointers:
+                continue
+            body: list[str] = []
+            for name in pointers:
+                sub_text = (folder / name).read_text(encoding="utf-8")
+                idx.loaded[name] = sub_text
+                for s in _split_sections(sub_text)[1]:
+                    body.extend(_trim(s.lines))
+            sec.lines = own + body
+            sec.external = pointers[0]
+            sec.parts = pointers
         return idx
 
     def files(self) -> list[str]:
@@ -372,11 +377,6 @@ class Index:
 
 def _slug(heading: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", heading.lower()).strip("_") or "misc"
-
-
-def _is_pointer_to(line: str, name: str) -> bool:
-    e = parse_entry(line)
-    return e is not None and e.filename == name
 
 
 def _trimmed_bounds(lines: list[str]) -> tuple[int, int]:
