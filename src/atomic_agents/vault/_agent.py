@@ -21,9 +21,10 @@ from typing import Any
 
 from .._io import FileLock, atomic_write_many, sweep_stale_temps
 from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, ValidationError
-from ._frontmatter import Document, read, render_document
 from ._cache import ParseCache, stamp_of
+from ._frontmatter import Document, read, render_document
 from ._index import ARCHIVE, PROMOTED, Index, _Section, section_for
+from ._lint import check_units
 from ._names import check_agent_name, check_topic, safe_child
 from ._units import Note, NoteDraft, UnitType, WikiDraft, order_meta
 from ._upgrade import upgrade_for_write
@@ -442,8 +443,6 @@ class Agent:
     # ---------------------------------------------------------------- validate
     def validate(self, *, today: dt.date | None = None) -> list[Issue]:
         """Errors of every note and wiki page (spec checks 1-6), after any crash roll-forward."""
-        from ._lint import check_units
-
         if self.exists():
             with self.locked():
                 unit_type: UnitType
