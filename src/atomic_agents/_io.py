@@ -32,24 +32,6 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def _write_temp(path: Path, data: bytes, mode: int | None) -> Path:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644 if mode is None else mode)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    os.close(fd)
-    return tmp
-
-
 def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, sync_dir: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically and durably.
 
@@ -60,11 +42,9 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, sync_dir: b
     """
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    mode: int | None = None
-    with contextlib.suppress(FileNotFoundError):
-        mode = os.stat(target).st_mode & 0o777
-    tmp = _write_temp(target, payload, mode)
+    tmp, fd = _write_unsynced(target, payload, _mode_of(target))
     try:
+        _sync_close(fd)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -72,6 +52,14 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, sync_dir: b
         raise
     if sync_dir:
         fsync_dir(target.parent)
+
+
+def _mode_of(path: Path) -> int | None:
+    """Permission bits of an existing file, kept by the replacement."""
+    try:
+        return os.stat(path).st_mode & 0o777
+    except FileNotFoundError:
+        return None
 
 
 def pid_alive(pid: int) -> bool:
@@ -154,10 +142,7 @@ def atomic_write_many(items: Sequence[tuple[Path, bytes | str]]) -> None:
         try:
             for path, data in items:
                 payload = data.encode("utf-8") if isinstance(data, str) else data
-                mode = None
-                with contextlib.suppress(FileNotFoundError):
-                    mode = os.stat(path).st_mode & 0o777
-                tmp, fd = _write_unsynced(path, payload, mode)
+                tmp, fd = _write_unsynced(path, payload, _mode_of(path))
                 staged.append((path, tmp, fd))
         except BaseException:
             for _, _, fd in staged:

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from .._io import fsync_dir
+from .._io import atomic_write, fsync_dir
 
 __all__ = ["GroupCommit"]
 
@@ -39,7 +38,9 @@ class GroupCommit:
 
     def submit(self, path: str, data: bytes) -> Future[None]:
         """Write ``data`` to a temp file next to ``path``, fsync it, rename it over ``path``: on the pool."""
-        future = self._pool.submit(_write, path, data)
+        # _io.atomic_write without the folder fsync (drain does that once per folder); its temp
+        # name shape (.<name>.<pid>.<ns>.tmp) is what a restore recognises as a killed run's debris.
+        future = self._pool.submit(atomic_write, path, data, sync_dir=False)
         self._pending.append(future)
         self._dirs.add(os.path.dirname(path))
         return future
@@ -66,36 +67,3 @@ class GroupCommit:
     def close(self) -> None:
         self.quiesce()
         self._pool.shutdown(wait=True)
-
-
-def _write(path: str, data: bytes) -> None:
-    mode = 0o644
-    with contextlib.suppress(FileNotFoundError):
-        mode = os.stat(path).st_mode & 0o777
-    # Same name shape as _io.atomic_write, so restore recognises the debris of a killed run.
-    head, name = os.path.split(path)
-    tmp = os.path.join(head, f".{name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _commit(fd, tmp, path)
-
-
-def _commit(fd: int, tmp: str, path: str) -> None:
-    try:
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
