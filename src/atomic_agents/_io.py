@@ -212,8 +212,11 @@ class FileLock:
         if self._fd is not None:
             self._depth += 1
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # first lock in a new folder
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         delay = 0.001
         while True:

@@ -315,7 +315,7 @@ class Agent:
         kind, order = ("Memory", None) if unit_type == "memory" else ("Wiki", WIKI_SECTIONS)
         return Index.load(self.folder(unit_type), agent_title=self.title, limit=self.index_limit, kind=kind, order=order)
 
-    def _cached_index(self, unit_type: UnitType) -> tuple[Index, dict[str, Any] | None]:
+    def _cached_index(self, unit_type: UnitType, key: tuple[Any, ...]) -> tuple[Index, dict[str, Any] | None]:
         """The INDEX for a write, reusing the one this object last wrote if nothing changed since.
 
         Parsing a 10,000-entry INDEX costs far more than a note write; a writer
@@ -328,8 +328,7 @@ class Agent:
         when freshly loaded). Call under the lock.
         """
         cached = self._index_cache.pop(unit_type, None)
-        folder = self.folder(unit_type)
-        if cached is not None and cached[1] == _key_stamp(folder):
+        if cached is not None and cached[1] == key:
             return cached[0], cached[2]
         return self.index(unit_type), None
 
@@ -344,8 +343,11 @@ class Agent:
 
     def _commit(self, unit_type: UnitType, writes: list[_Write], today: dt.date) -> None:
         folder = self.folder(unit_type)
-        self._recover(unit_type, today)
-        idx, stamps = self._cached_index(unit_type)
+        key = _key_stamp(folder)
+        if key[1] is not None and key[1][1] > 0:  # the intent record is not empty: a writer died
+            self._recover(unit_type, today)
+            key = _key_stamp(folder)
+        idx, stamps = self._cached_index(unit_type, key)
         index_files = self._apply(idx, unit_type, writes, today)
         if stamps is not None and any(_file_stamp(folder / n) != stamps.get(n) for n in index_files):
             # a file we would replace changed since we cached it: start again from disk
