@@ -13,7 +13,7 @@ from ._embed import Embedder
 from ._models import Memory, Scope, ScopeFilter, check_content, check_metadata, check_ttl
 from ._secrets import check_no_secrets
 
-__all__ = ["check_scope", "check_scope_filter", "embed_texts", "prepare_new", "prepare_edit"]
+__all__ = ["check_prune_target", "check_scope", "check_scope_filter", "embed_texts", "prepare_edit", "prepare_new"]
 
 
 def check_scope(scope: object) -> Scope:
@@ -30,6 +30,18 @@ def check_scope_filter(scope: object) -> ScopeFilter:
     if not isinstance(scope, ScopeFilter):
         raise ValidationError("scope must be a ScopeFilter", field="scope", rule="scope")
     return scope
+
+
+def check_prune_target(scope: object, keywords: str | None, expired_only: bool) -> ScopeFilter:
+    """The scope filter of a prune, refusing one that would empty the whole store."""
+    sf = check_scope_filter(scope)
+    if not sf.items() and not keywords and not expired_only:
+        raise ValidationError(
+            "prune needs a scope field, keywords or expired_only; it never empties the whole store",
+            field="scope",
+            rule="prune-target",
+        )
+    return sf
 
 
 def prepare_new(

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import EmbedderMismatchError, NotFoundError, ValidationError
-from ._base import check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new
+from ._base import check_prune_target, check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new
 from ._embed import Embedder, HashingEmbedder, content_hash
 from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_id, check_limit, check_query
 from ._scoring import fuse, keyword_scores, keyword_terms, semantic_score
@@ -138,13 +138,7 @@ class InMemoryMemoryStore:
         dry_run: bool = True,
         hard: bool = False,
     ) -> PruneReport:
-        sf = check_scope_filter(scope)
-        if not sf.items() and not keywords and not expired_only:
-            raise ValidationError(
-                "prune needs a scope field, keywords or expired_only; it never empties the whole store",
-                field="scope",
-                rule="prune-target",
-            )
+        sf = check_prune_target(scope, keywords, expired_only)
         now = time.time()
         terms = set(keyword_terms(keywords)) if keywords else None
         hits = [

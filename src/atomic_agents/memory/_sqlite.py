@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import EmbedderMismatchError, NotFoundError, StoreError, ValidationError
-from ._base import check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new
+from ._base import check_prune_target, check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new
 from ._embed import Embedder, content_hash
 from ._matrix_cache import MIN_ROWS, load_snapshot, save_snapshot
 from ._models import (
@@ -409,13 +409,7 @@ class SQLiteMemoryStore:
         hard: bool = False,
     ) -> PruneReport:
         """Bulk removal, a dry run unless ``dry_run=False``; ``hard`` also erases soft-deleted rows."""
-        sf = check_scope_filter(scope)
-        if not sf.items() and not keywords and not expired_only:
-            raise ValidationError(
-                "prune needs a scope field, keywords or expired_only; it never empties the whole store",
-                field="scope",
-                rule="prune-target",
-            )
+        sf = check_prune_target(scope, keywords, expired_only)
         now = time.time()
         where, params = self._scope_filter_sql(sf)
         if keywords:
