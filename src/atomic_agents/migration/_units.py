@@ -70,7 +70,27 @@ class ParseCache:
         self._docs.clear()
 
 
-class FileUnit:
+class _Handle:
+    """The read-only identity every MigratableUnit handle exposes (set once, in __init__)."""
+
+    _unit_id: str
+    _unit_type: str
+    _dry_run: bool
+
+    @property
+    def unit_id(self) -> str:
+        return self._unit_id
+
+    @property
+    def unit_type(self) -> str:
+        return self._unit_type
+
+    @property
+    def dry_run(self) -> bool:
+        return self._dry_run
+
+
+class FileUnit(_Handle):
     """A note or wiki page file. ``unit_id`` is its resolved absolute path.
 
     Reads are cached (one parse per unit per run); a dry-run handle keeps what
@@ -94,7 +114,7 @@ class FileUnit:
         writer: Callable[[str, bytes], Future[None]] | None = None,
         cache: ParseCache | None = None,
     ) -> None:
-        self._id = os.fspath(path)
+        self._unit_id = os.fspath(path)
         self._unit_type = unit_type
         self._dry_run = dry_run
         self._doc: fm.Document | None = None
@@ -106,30 +126,18 @@ class FileUnit:
         self._cache = cache
 
     @property
-    def unit_id(self) -> str:
-        return self._id
-
-    @property
-    def unit_type(self) -> str:
-        return self._unit_type
-
-    @property
-    def dry_run(self) -> bool:
-        return self._dry_run
-
-    @property
     def path(self) -> Path:
-        return Path(self._id)
+        return Path(self._unit_id)
 
     def _document(self) -> fm.Document:
         if self._doc is None:
             if self._text is None:
-                with open(self._id, encoding="utf-8", newline="") as fh:
+                with open(self._unit_id, encoding="utf-8", newline="") as fh:
                     self._text = fh.read()
             if self._cache is not None:
-                self._doc = self._cache.parse(self._id, self._text)
+                self._doc = self._cache.parse(self._unit_id, self._text)
             else:
-                self._doc = fm.parse(self._text, path=self._id)
+                self._doc = fm.parse(self._text, path=self._unit_id)
             if self._original is None and self._dry_run:  # only dry runs report per-key changes
                 self._original = copy_meta(self._doc.meta)
         return self._doc
@@ -156,11 +164,11 @@ class FileUnit:
             return
         text = fm.render(doc, meta)
         if self._writer is None:
-            atomic_write(self._id, text)
+            atomic_write(self._unit_id, text)
         else:
             if self._inflight is not None:
                 self._inflight.result()  # two writes to one file land in order
-            self._inflight = self._writer(self._id, text.encode("utf-8"))
+            self._inflight = self._writer(self._unit_id, text.encode("utf-8"))
         # The next read parses exactly the bytes written, so MUST 7 checks what the file holds.
         self._text, self._doc = text, None
 
@@ -173,7 +181,7 @@ class FileUnit:
         return self._pending
 
 
-class MemoryUnit:
+class MemoryUnit(_Handle):
     """A unit held in memory: writes replace the held mapping, nothing touches disk.
 
     >>> u = MemoryUnit("note-1", "memory", {"name": "x"})
@@ -190,18 +198,6 @@ class MemoryUnit:
         self._meta = copy_meta(meta)
         self._original = copy_meta(meta)
         self._pending: dict[str, Any] | None = None
-
-    @property
-    def unit_id(self) -> str:
-        return self._unit_id
-
-    @property
-    def unit_type(self) -> str:
-        return self._unit_type
-
-    @property
-    def dry_run(self) -> bool:
-        return self._dry_run
 
     def read_frontmatter(self) -> dict[str, Any]:
         return copy_meta(self._pending if self._pending is not None else self._meta)
