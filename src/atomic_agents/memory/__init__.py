@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ._embed import BaseEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder, content_hash, default_embedder, embedder_from_name
 from ._fake import InMemoryMemoryStore
+from ._leases import MAX_LEASE_MS, Fence, Lease, LeaseHeldError, StaleFenceError
 from ._models import MAX_CONTENT_CHARS, MAX_LIMIT, MAX_METADATA_BYTES, Health, Hit, Memory, PruneReport, Scope, ScopeFilter
 from ._scoring import KEYWORD_FLOOR
 from ._secrets import check_no_secrets, find_secret
@@ -31,6 +32,7 @@ RELEVANCE_FLOOR = 0.45
 __all__ = [
     "KEYWORD_FLOOR",
     "MAX_CONTENT_CHARS",
+    "MAX_LEASE_MS",
     "MAX_LIMIT",
     "MAX_METADATA_BYTES",
     "RELEVANCE_FLOOR",
@@ -38,10 +40,13 @@ __all__ = [
     "UNSET",
     "BaseEmbedder",
     "Embedder",
+    "Fence",
     "HashingEmbedder",
     "Health",
     "Hit",
     "InMemoryMemoryStore",
+    "Lease",
+    "LeaseHeldError",
     "Memory",
     "MemoryStore",
     "MiniLMEmbedder",
@@ -49,6 +54,7 @@ __all__ = [
     "SQLiteMemoryStore",
     "Scope",
     "ScopeFilter",
+    "StaleFenceError",
     "check_no_secrets",
     "content_hash",
     "default_db_path",

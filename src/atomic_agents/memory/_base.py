@@ -10,7 +10,7 @@ import numpy as np
 
 from ..exceptions import ValidationError
 from ._embed import Embedder
-from ._models import Memory, Scope, ScopeFilter, check_content, check_metadata, check_ttl
+from ._models import Memory, Scope, ScopeFilter, check_content, check_id, check_metadata, check_ttl
 from ._secrets import check_no_secrets
 
 __all__ = ["check_prune_target", "check_scope", "check_scope_filter", "embed_texts", "prepare_edit", "prepare_new"]
@@ -45,15 +45,26 @@ def check_prune_target(scope: object, keywords: str | None, expired_only: bool) 
 
 
 def prepare_new(
-    content: object, metadata: object, scope: object, ttl_ms: object, *, now: float | None = None
+    content: object,
+    metadata: object,
+    scope: object,
+    ttl_ms: object,
+    *,
+    now: float | None = None,
+    memory_id: object = None,
 ) -> Memory:
-    """Validate and secret-check one new memory; nothing is written if this raises."""
+    """Validate and secret-check one new memory; nothing is written if this raises.
+
+    ``memory_id`` lets a caller choose the id (a UUID) before the write, so a record
+    can name itself in its own content (ATP's identity line) with no edit round trip.
+    """
+    mid = None if memory_id is None else check_id(memory_id)
     text = check_content(content)
     meta = check_metadata(metadata)
     sc = check_scope(scope)
     ttl = check_ttl(ttl_ms)
     check_no_secrets(text, meta)
-    return Memory.new(text, meta, sc, ttl_ms=ttl, now=time.time() if now is None else now)
+    return Memory.new(text, meta, sc, ttl_ms=ttl, now=time.time() if now is None else now, memory_id=mid)
 
 
 def prepare_edit(

@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import EmbedderMismatchError, NotFoundError, ValidationError
+from ..exceptions import ConflictError, EmbedderMismatchError, NotFoundError, ValidationError
 from ._base import check_prune_target, check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new
 from ._embed import Embedder, HashingEmbedder, content_hash
+from ._leases import Fence, Lease, check_fence, check_lease_args, held_error
 from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_id, check_limit, check_query
 from ._scoring import fuse, keyword_scores, keyword_terms, semantic_score
 from ._secrets import check_no_secrets
@@ -50,6 +51,7 @@ class InMemoryMemoryStore:
         self._mems: dict[str, Memory] = {}
         self._vecs: dict[str, tuple[str, str, np.ndarray]] = {}  # id -> (model, content hash, vector)
         self._lock = threading.RLock()
+        self._leases: dict[str, Lease] = {}
 
     def _vector(self, text: str) -> tuple[str, np.ndarray]:
         h = content_hash(text)
@@ -61,9 +63,25 @@ class InMemoryMemoryStore:
     # -- writes ----------------------------------------------------------------------
 
     def remember(
-        self, content: str, metadata: Mapping[str, Any] | None, scope: Scope, *, ttl_ms: int | None = None
+        self,
+        content: str,
+        metadata: Mapping[str, Any] | None,
+        scope: Scope,
+        *,
+        ttl_ms: int | None = None,
+        memory_id: str | None = None,
+        fence: Fence | None = None,
     ) -> str:
-        return self.remember_many([(content, metadata)], scope, ttl_ms=ttl_ms)[0]
+        mem = prepare_new(content, metadata, scope, ttl_ms, now=time.time(), memory_id=memory_id)
+        h, v = self._vector(mem.content)
+        with self._lock:
+            if fence is not None:
+                check_fence(fence, self._leases.get(fence.key), time.time())
+            if mem.id in self._mems:
+                raise ConflictError(f"a memory with id {mem.id} already exists")
+            self._mems[mem.id] = mem
+            self._vecs[mem.id] = (self.embedder.model_id, h, v)
+        return mem.id
 
     def remember_many(
         self,
@@ -240,6 +258,43 @@ class InMemoryMemoryStore:
     ) -> list[Memory]:
         sc, flt, lim = check_scope(scope), check_filters(filters), check_limit(limit)
         return sorted(self._live(sc, flt), key=lambda m: m.created_at)[:lim]
+
+    def scan(self, scope: ScopeFilter, filters: Mapping[str, Any] | None = None) -> list[Memory]:
+        sf, flt = check_scope_filter(scope), check_filters(filters)
+        now = time.time()
+        with self._lock:
+            mems = list(self._mems.values())
+        hits = [m for m in mems if m.is_live(now) and sf.matches(m.scope_key()) and metadata_matches(m.metadata, flt)]
+        return sorted(hits, key=lambda m: m.created_at)
+
+    # -- leases ------------------------------------------------------------------------
+
+    def acquire_lease(self, key: str, holder: str, ttl_ms: int) -> Lease:
+        k, h, ttl = check_lease_args(key, holder, ttl_ms)
+        with self._lock:
+            now = time.time()
+            cur = self._leases.get(k)
+            if cur is not None and cur.live(now):
+                raise held_error(cur, now)
+            new = self._leases[k] = Lease(k, h, (cur.token if cur else 0) + 1, now, now + ttl / 1000.0)
+        return new
+
+    def release_lease(self, key: str, token: int) -> Lease:
+        fence = Fence(check_lease_args(key, "-", 1)[0], token)
+        with self._lock:
+            now = time.time()
+            cur = self._leases.get(fence.key)
+            check_fence(fence, cur, now)
+            assert cur is not None
+            gone = self._leases[fence.key] = replace(cur, released_at=now)
+        return gone
+
+    def get_lease(self, key: str) -> Lease | None:
+        return self._leases.get(key)
+
+    def leases(self, prefix: str = "") -> list[Lease]:
+        with self._lock:
+            return [v for k, v in self._leases.items() if k.startswith(prefix)]
 
     # -- housekeeping ----------------------------------------------------------------
 

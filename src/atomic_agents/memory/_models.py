@@ -158,13 +158,14 @@ class Memory:
         *,
         ttl_ms: int | None = None,
         now: float | None = None,
+        memory_id: str | None = None,
     ) -> Memory:
         now = time.time() if now is None else now
         meta = dict(metadata or {})
         # eden-memory stamps stored_at into metadata; ATP's readers rely on it.
         meta.setdefault("stored_at", _iso(now))
         return cls(
-            id=str(uuid.uuid4()),
+            id=memory_id if memory_id is not None else str(uuid.uuid4()),
             content=content,
             metadata=meta,
             agent_id=scope.agent_id,

@@ -64,6 +64,16 @@ CREATE TABLE IF NOT EXISTS memory_tags (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS ix_memory_tags_seq ON memory_tags (seq);
 
+-- One row per lease key: its latest grant. ``token`` only grows (fencing tokens).
+CREATE TABLE IF NOT EXISTS leases (
+    key         TEXT PRIMARY KEY,
+    holder      TEXT NOT NULL,
+    token       INTEGER NOT NULL,
+    acquired_at REAL NOT NULL,
+    expires_at  REAL NOT NULL,
+    released_at REAL
+);
+
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
     content, content='memories', content_rowid='seq',
     tokenize='porter unicode61 remove_diacritics 2'

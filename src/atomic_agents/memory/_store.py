@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ._embed import Embedder, default_embedder
+from ._leases import Fence, Lease
 from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter
 
 __all__ = ["UNSET", "MemoryStore", "Progress", "default_db_path", "open_store"]
@@ -47,7 +48,14 @@ class MemoryStore(Protocol):
     persistent: bool
 
     def remember(
-        self, content: str, metadata: Mapping[str, Any] | None, scope: Scope, *, ttl_ms: int | None = None
+        self,
+        content: str,
+        metadata: Mapping[str, Any] | None,
+        scope: Scope,
+        *,
+        ttl_ms: int | None = None,
+        memory_id: str | None = None,
+        fence: Fence | None = None,
     ) -> str: ...
 
     def remember_many(
@@ -99,6 +107,19 @@ class MemoryStore(Protocol):
     def list_memories(
         self, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 1000
     ) -> list[Memory]: ...
+
+    def scan(self, scope: ScopeFilter, filters: Mapping[str, Any] | None = None) -> list[Memory]:
+        """Live memories of a partial scope (e.g. a whole org/workspace), oldest first, unbounded."""
+        ...
+
+    # Leases with fencing tokens (see ``_leases``): the coordination primitive ATP claims use.
+    def acquire_lease(self, key: str, holder: str, ttl_ms: int) -> Lease: ...
+
+    def release_lease(self, key: str, token: int) -> Lease: ...
+
+    def get_lease(self, key: str) -> Lease | None: ...
+
+    def leases(self, prefix: str = "") -> list[Lease]: ...
 
     def health(self) -> Health: ...
 
