@@ -153,6 +153,12 @@ class Ledger:
         data.setdefault("owner_role", rule.default_role.value)
         check_fit(k, data["stage"], data["owner_role"])
         self._defaults(k, data, chain)
+        for key in ("input_record_ids", "output_record_ids"):
+            if isinstance(data.get(key), list) and goal_id in data[key]:
+                raise ValidationError(
+                    "names the goal id, not a record: link the records this stage read (e.g. the goal_record's id)",
+                    field=key, rule="link",
+                )  # fmt: skip
         check_clean(data)
         rec = _validated(MODELS[k], data)
         fence = self._fence(goal_id, token if token is not None else rec.lease_token)
@@ -341,6 +347,60 @@ class Ledger:
         prefix = lease_key(self.identity, "")
         held = {le.key[len(prefix):] for le in self.store.leases(prefix) if le.live(now)}
         return [d for d in self.status(role=role) if d.state == State.CONTINUEABLE and d.goal_id not in held]
+
+    # -- reports -----------------------------------------------------------------------
+
+    def show(self, goal_id: str, *, as_of: float | None = None) -> dict[str, Any]:
+        """The goal's decision and its chain as a timeline with links."""
+        from ._report import timeline
+
+        views = self.records(goal_id, as_of=as_of)
+        d = decide(views, as_of=as_of)
+        if d is None:
+            raise NotFoundError(f"no records of goal {goal_id!r}", record=goal_id)
+        return {"goal_id": goal_id, "decision": d.to_dict(), "records": timeline(views)}
+
+    def graph(self, goal_id: str, *, as_of: float | None = None) -> str:
+        from ._report import mermaid
+
+        views = self.records(goal_id, as_of=as_of)
+        if not views:
+            raise NotFoundError(f"no records of goal {goal_id!r}", record=goal_id)
+        return mermaid(views)
+
+    def metrics(self, goal_id: str | None = None) -> list[dict[str, Any]]:
+        from ._report import metrics
+
+        goals = {goal_id: self.records(goal_id)} if goal_id else self.all_records()
+        if goal_id and not goals[goal_id]:
+            raise NotFoundError(f"no records of goal {goal_id!r}", record=goal_id)
+        return [m for g in sorted(goals) if (m := metrics(goals[g]))]
+
+    def doctor(self) -> list[Any]:
+        """Every record of the workspace read with repairs, or that cannot be placed in its chain."""
+        from ._report import doctor
+
+        mems = self.store.scan(self.identity.workspace)
+        goals: dict[str, list[RecordView]] = defaultdict(list)
+        for v in views_of(mems):
+            goals[v.goal_id].append(v)
+        return doctor(goals, known_ids=(m.id for m in mems))
+
+    # -- charter -----------------------------------------------------------------------
+
+    def ratify_charter(
+        self,
+        review: Any,
+        *,
+        rater: str,
+        deferrals: Sequence[tuple[str, str]] = (),
+    ) -> Written:
+        """Record a ratification of the reviewed charter; a re-ratification links the previous one."""
+        from ._charter import CHARTER_GOAL_ID, ratification_data
+
+        previous = [v for v in self.records(CHARTER_GOAL_ID) if v.kind == Kind.CHARTER]
+        data = ratification_data(review, rater=rater, deferrals=deferrals, previous_record_id=previous[-1].id if previous else None)
+        return self._write(Kind.CHARTER, CHARTER_GOAL_ID, data, [], None)
 
     # -- memory first ------------------------------------------------------------------
 

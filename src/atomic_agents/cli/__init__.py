@@ -15,6 +15,7 @@ import typer
 from ..exceptions import AtomicAgentsError, ValidationError
 from ._memory import app as memory_app
 from ._migrate import register as register_migrate
+from ._team import app as team_app
 from ._vault import app as vault_app
 
 __all__ = ["app", "main"]
@@ -28,6 +29,7 @@ app = typer.Typer(
 )
 app.add_typer(vault_app, name="vault")
 app.add_typer(memory_app, name="memory")
+app.add_typer(team_app, name="team")
 register_migrate(app)
 
 
