@@ -227,11 +227,12 @@ def stage_for_role(role: str, mode: Mode) -> Stage:
     """The stage a role works in when it picks the goal up (used after hand-offs)."""
     if role == Role.DISPATCHER:
         return Stage.PLAN if mode == Mode.LITE else Stage.ROUTING
-    return {
+    stages: dict[str, Stage] = {
         Role.RESEARCHER: Stage.CONTEXT,
         Role.BUILDER: Stage.ACTION,
         Role.RUNTIME: Stage.ACTION,
         Role.VERIFIER: Stage.VERIFICATION,
         Role.ARCHIVIST: Stage.ARCHIVAL,
         Role.ROUTER: Stage.HAND_OFF,
-    }.get(role, Stage.ACTION)
+    }
+    return stages.get(role, Stage.ACTION)

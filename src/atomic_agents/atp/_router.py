@@ -125,14 +125,15 @@ def _next(work: list[RecordView], latest: RecordView, mode: Mode) -> tuple[State
     if latest.status == RecordStatus.IN_PROGRESS and k != Kind.GOAL:
         # (ours) a record still in progress means its role is at work: the goal is active.
         return State.ACTIVE, latest.stage or None, latest.owner_role or None, None
-    stage, role = _route(work, latest, mode)
-    if role is None:
+    stage, routed = _route(work, latest, mode)
+    if routed is None:
         return State.BLOCKED, None, None, f"cannot route after {latest.kind.value} {latest.id}: {stage}"
-    return State.CONTINUEABLE, stage, role, None
+    return State.CONTINUEABLE, stage, routed, None
 
 
 def _route(work: list[RecordView], latest: RecordView, mode: Mode) -> tuple[str, str | None]:
     k = latest.kind
+    role: str | None
     if k == Kind.GOAL:
         return (Stage.PLAN if mode == Mode.LITE else Stage.ROUTING).value, Role.DISPATCHER.value
     if k == Kind.PLAN:

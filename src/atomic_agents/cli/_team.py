@@ -366,8 +366,8 @@ def metrics(opts: _Opts, goal: Annotated[str | None, typer.Argument(help="One go
 def doctor(opts: _Opts) -> None:
     with opts.ledger() as ledger:
         found = ledger.doctor()
-    emit({"findings": [f.to_dict() for f in found], "count": len(found)}, opts.json,
-         lambda: [_print(f"{f.record_id}  {f.goal_id}  {'repaired' if f.repaired else 'PROBLEM'}: {f.problem}") for f in found] or _print("no findings"))  # fmt: skip
+    lines = [f"{f.record_id}  {f.goal_id}  {'repaired' if f.repaired else 'PROBLEM'}: {f.problem}" for f in found]
+    emit({"findings": [f.to_dict() for f in found], "count": len(found)}, opts.json, lambda: _print("\n".join(lines) or "no findings"))
 
 
 @_command("claim", "Claim a goal for a role: a lease with a fencing token; refused while another is live.")
@@ -408,5 +408,6 @@ def recall(
 ) -> None:
     with opts.ledger() as ledger:
         r = ledger.recall(query, limit=limit)
+    lines = [f"{h['score']:.3f}  {h['id']}  {h['content'].splitlines()[0][:90]}" for h in r.hits]
     emit({"query": r.query, "method": r.method, "relevant": r.relevant, "results": r.hits}, opts.json,
-         lambda: [_print(f"{h['score']:.3f}  {h['id']}  {h['content'].splitlines()[0][:90]}") for h in r.hits] or _print("(nothing relevant)"))  # fmt: skip
+         lambda: _print("\n".join(lines) or "(nothing relevant)"))  # fmt: skip
