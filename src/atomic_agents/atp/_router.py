@@ -116,12 +116,13 @@ def _next(work: list[RecordView], latest: RecordView, mode: Mode) -> tuple[State
     if latest.blocked:
         cond = latest.get("unblock_condition") or latest.get("reason") or latest.get("evidence") or "no unblock condition recorded"
         return State.BLOCKED, None, None, str(cond)
-    if k == Kind.PENDING or latest.status == RecordStatus.PENDING:
-        if latest.get("approved") is True:
-            role = latest.owner_role if latest.owner_role in (Role.BUILDER, Role.RUNTIME) else Role.BUILDER.value
-            return State.CONTINUEABLE, Stage.ACTION.value, role, None
-        what = latest.get("action") or latest.get("summary") or "the pending step"
+    waiting = _waiting_for_authorisation(work)
+    if waiting is not None:
+        what = waiting.get("action") or waiting.get("summary") or "the pending step"
         return State.PENDING, None, None, f"waiting for authorisation: {what}"
+    if k == Kind.PENDING:  # an approval: the role that asked resumes the action
+        role = latest.owner_role if latest.owner_role in (Role.BUILDER, Role.RUNTIME) else Role.BUILDER.value
+        return State.CONTINUEABLE, Stage.ACTION.value, role, None
     if latest.status == RecordStatus.IN_PROGRESS and k != Kind.GOAL:
         # (ours) a record still in progress means its role is at work: the goal is active.
         return State.ACTIVE, latest.stage or None, latest.owner_role or None, None
@@ -167,10 +168,24 @@ def _route(work: list[RecordView], latest: RecordView, mode: Mode) -> tuple[str,
 
 
 def _closure_hand_off(work: list[RecordView]) -> bool:
-    """(ours) The archivist's hand-off right after an archival record closes the goal (stage 7)."""
+    """(ours) The archivist's hand-off right after an archival record, back to the dispatcher
+    (or naming no worker), is stage 7's closure; a hand-off to a working role reopens the goal."""
     if len(work) < 2 or work[-1].kind != Kind.HAND_OFF or work[-2].kind != Kind.ARCHIVAL:
         return False
-    return Role.ARCHIVIST in (work[-1].owner_role, work[-1].get("from_role"))
+    last = work[-1]
+    closing = last.get("to_role") in (Role.DISPATCHER, Role.ARCHIVIST, Role.ROUTER, None)
+    return closing and Role.ARCHIVIST in (last.owner_role, last.get("from_role"))
+
+
+def _waiting_for_authorisation(work: list[RecordView]) -> RecordView | None:
+    """The unapproved pending step, if any: only an approval (or a new plan) lifts the stop."""
+    for r in reversed(work):
+        if r.kind == Kind.PENDING or r.status == RecordStatus.PENDING:
+            approved = r.kind == Kind.PENDING and r.get("approved") is True
+            return None if approved else r
+        if r.kind in (Kind.PLAN, Kind.DISPATCH, Kind.ARCHIVAL):
+            return None
+    return None
 
 
 def _planned_role(work: list[RecordView]) -> str:
