@@ -9,7 +9,7 @@ rm -rf "$root"
 mkdir -p "$root"
 export ATOMIC_AGENTS_ROOT="$root"
 echo "Demo vault: $root"
-for part in vault memory migrate; do
+for part in vault memory migrate team; do
     if [ -f "$here/$part.sh" ]; then
         bash "$here/$part.sh" "$root"
     fi
