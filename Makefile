@@ -24,5 +24,9 @@ test: $(STAMP)
 bench: $(STAMP)
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
 
+# Only folders we made are removed: the demo vault if it carries the demo's marker,
+# the venv if it is one (pyvenv.cfg); never a folder DEMO_DIR or VENV merely names.
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) build src/*.egg-info
+	bash demo/run.sh --clean "$(DEMO_DIR)"
+	if [ -f "$(VENV)/pyvenv.cfg" ]; then rm -rf -- "$(VENV)"; fi
+	rm -rf build src/*.egg-info

@@ -56,4 +56,7 @@ run atomic-agents vault lint finance || true
 run atomic-agents vault validate finance
 echo; echo "A refused write names the file, the field and the rule, and changes nothing:"
 run atomic-agents vault new finance --type feedback --topic bad_date --name "Bad" --description "x" \
+    --source observation --expires-at 2026-02-30 || true
+echo; echo "A value outside a fixed set is a usage error (exit 2) that lists the choices:"
+run atomic-agents vault new finance --type feedback --topic bad_confidence --name "Bad" --description "x" \
     --source observation --confidence sure || true

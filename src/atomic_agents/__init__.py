@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._schema import CURRENT_SCHEMA_VERSION
 from .exceptions import (
     AtomicAgentsError,
@@ -18,9 +20,27 @@ from .exceptions import (
     SchemaVersionError,
     ValidationError,
 )
-from .vault import Agent, NoteDraft, Vault, WikiDraft
+
+if TYPE_CHECKING:
+    from .vault import Agent, NoteDraft, Vault, WikiDraft
 
 __version__ = "0.1.0"
+
+# The vault (pydantic models, YAML) loads on first use, not on `import atomic_agents`:
+# `atomic-agents --help`, `--version` and the memory commands never pay for it.
+_LAZY = {"Agent", "NoteDraft", "Vault", "WikiDraft"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        from . import vault
+
+        return getattr(vault, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY)
 
 __all__ = [
     "Agent",

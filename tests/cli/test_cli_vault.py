@@ -87,8 +87,7 @@ def test_end_to_end_json(capsys: pytest.CaptureFixture[str], agents_root: Path) 
     [
         (["vault", "show", "finance", "feedback_nope.md"], "no such note"),
         (["vault", "list", "ghost"], "does not exist"),
-        (["vault", "new", "finance", "--type", "idea", "--topic", "x_y", "--name", "n", "--description", "d",
-          "--source", "s"], "[taxonomy]"),
+        (["vault", "update", "finance", "user_x_y.md", "--set", "type=idea"], "no such note"),
         (["vault", "journal", "add", "finance", "--date", "2026-02-30", "--happened", "x"], "not a date"),
         (["vault", "init", "../evil"], "[safe-path]"),
     ],
@@ -105,9 +104,9 @@ def test_user_mistakes_are_one_line_errors(capsys: pytest.CaptureFixture[str], a
 def test_validation_error_as_json(capsys: pytest.CaptureFixture[str], agents_root: Path) -> None:
     run(capsys, "vault", "init", "finance", "--agents-root", str(agents_root))
     code, out, _ = run(capsys, "vault", "new", "finance", "--type", "user", "--topic", "x_y", "--name", "n",
-                       "--description", "d", "--source", "s", "--confidence", "sure", "--agents-root", str(agents_root), "--json")
+                       "--description", "d", "--source", "s", "--expires-at", "2026-02-30", "--agents-root", str(agents_root), "--json")
     payload = json.loads(out)
-    assert code == 1 and (payload["field"], payload["rule"]) == ("confidence", "confidence")
+    assert code == 1 and (payload["field"], payload["rule"]) == ("expires_at", "date")
     assert payload["path"].endswith("user_x_y.md")
 
 

@@ -2,17 +2,22 @@
 
 Each command group lives in its own module; :func:`main` turns every
 :class:`~atomic_agents.AtomicAgentsError` into a one-line message and exit code 1,
-and usage mistakes into exit code 2, never a traceback.
+and usage mistakes into exit code 2, never a traceback. When the command's
+output is JSON (``--json``, and every memory command) the error is also a JSON
+object on stdout.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from typing import Annotated
 
 import typer
 
+from .. import __version__
 from ..exceptions import AtomicAgentsError, ValidationError
+from ._common import RootOption, output_is_json, remember_group_options, reset_output_state
 from ._memory import app as memory_app
 from ._migrate import register as register_migrate
 from ._team import app as team_app
@@ -20,12 +25,30 @@ from ._vault import app as vault_app
 
 __all__ = ["app", "main"]
 
+
+def _show_version(wanted: bool) -> None:
+    if wanted:
+        sys.stdout.write(f"atomic-agents {__version__}\n")
+        raise typer.Exit()
+
+
+def _root(
+    ctx: typer.Context,
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=_show_version)
+    ] = False,
+    agents_root: RootOption = None,
+) -> None:
+    """Local-first memory and coordination substrate for AI agents."""
+    remember_group_options(ctx, agents_root=agents_root)
+
+
 app = typer.Typer(
     name="atomic-agents",
     help="Local-first memory and coordination substrate for AI agents.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    callback=_root,
 )
 app.add_typer(vault_app, name="vault")
 app.add_typer(memory_app, name="memory")
@@ -39,11 +62,11 @@ def main(argv: list[str] | None = None) -> None:
     Click's standalone mode handles usage errors (exit 2) and help; anything
     derived from :class:`AtomicAgentsError` becomes one line on stderr, exit 1.
     """
-    wants_json = "--json" in (argv if argv is not None else sys.argv[1:])
+    reset_output_state()
     try:
         app(args=argv, prog_name="atomic-agents", standalone_mode=True)
     except AtomicAgentsError as exc:
-        if wants_json:
+        if output_is_json(argv):
             payload: dict[str, object] = {"error": type(exc).__name__, "message": str(exc)}
             if isinstance(exc, ValidationError):
                 payload.update({k: v for k, v in exc.to_dict().items() if v is not None})

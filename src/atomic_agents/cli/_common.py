@@ -1,40 +1,258 @@
-"""Shared plumbing for the CLI: options, output rendering, error handling.
+"""Shared plumbing for the CLI: group-wide options, choices, output rendering.
 
 The CLI holds no logic: each command parses, makes one library call, renders.
+
+Group-wide options (``--agents-root``, ``--db``, ``--json``, ``--embedder``) are
+declared once, in :data:`SHARED`. A command asks for them with :func:`shared`,
+which adds them to its signature; the groups declare the location options
+too, so both ``atomic-agents vault --agents-root X list`` and the older
+``atomic-agents vault list --agents-root X`` work (the command's own flag wins,
+then the group's, then the environment, then the default). Commands read the
+values with :func:`agents_root`, :func:`db_path`, :func:`wants_json` and
+:func:`embedder_name`.
+
+This module imports nothing heavy: ``--help`` and ``--version`` must stay fast.
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import datetime as dt
+import enum
+import functools
+import inspect
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional, TypeAlias
 
 import typer
-from rich.console import Console
 
-__all__ = ["AgentsRoot", "JsonFlag", "console", "emit", "err_console", "to_jsonable"]
+__all__ = [
+    "Confidence",
+    "DEFAULT_AGENTS_ROOT",
+    "JsonFlag",
+    "NoteKind",
+    "NoteType",
+    "RootOption",
+    "RunStatus",
+    "RunTrigger",
+    "agents_root",
+    "db_path",
+    "embedder_name",
+    "emit",
+    "group_options",
+    "output_is_json",
+    "remember_group_options",
+    "shared",
+    "to_jsonable",
+    "wants_json",
+    "write_lines",
+]
 
 DEFAULT_AGENTS_ROOT = Path("agents")
+ENV_ROOT = "ATOMIC_AGENTS_ROOT"
 
-AgentsRoot = Annotated[
-    Path,
+
+# ----------------------------------------------------------------- choices
+# Help lists them and a wrong value is a usage error (exit 2). The values are the
+# spec's (atomic_agents.vault._models, ._log); kept as literals here so that
+# `--help` does not import the pydantic models. tests/cli pins them equal.
+class NoteType(str, enum.Enum):
+    user = "user"
+    feedback = "feedback"
+    project = "project"
+    decision = "decision"
+    reference = "reference"
+
+
+class NoteKind(str, enum.Enum):
+    """``vault new --type``: a note type, or ``wiki`` for a wiki page."""
+
+    user = "user"
+    feedback = "feedback"
+    project = "project"
+    decision = "decision"
+    reference = "reference"
+    wiki = "wiki"
+    wiki_page = "wiki_page"
+
+
+class Confidence(str, enum.Enum):
+    high = "high"
+    medium = "medium"
+    low = "low"
+
+
+class RunStatus(str, enum.Enum):
+    ok = "ok"
+    error = "error"
+    skipped = "skipped"
+
+
+class RunTrigger(str, enum.Enum):
+    cron = "cron"
+    skill = "skill"
+    api = "api"
+    manual = "manual"
+
+
+def value(choice: enum.Enum | None) -> Any:
+    """The plain value of a choice (or ``None``)."""
+    return None if choice is None else choice.value
+
+
+# ------------------------------------------------------- group-wide options
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+
+_ROOT_OPT = Annotated[
+    Optional[Path],
     typer.Option(
         "--agents-root",
-        envvar="ATOMIC_AGENTS_ROOT",
+        metavar="DIR",
         help="Root folder of the vault (env ATOMIC_AGENTS_ROOT; default ./agents).",
         show_default=False,
     ),
 ]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+RootOption: TypeAlias = _ROOT_OPT
+_DB_OPT = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--db",
+        metavar="FILE",
+        help="SQLite file of the memory store; its folder must exist "
+        "(env ATOMIC_AGENTS_DB; default <agents-root>/_memory/memory.db).",
+        show_default=False,
+    ),
+]
+_EMBEDDER_OPT = Annotated[
+    Optional[str],
+    typer.Option(
+        "--embedder",
+        metavar="NAME",
+        help="minilm (the local model, default) or hashing (a test fake) (env ATOMIC_AGENTS_EMBEDDER).",
+        show_default=False,
+    ),
+]
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+#: name -> (annotation, default). The one declaration of each group-wide option.
+SHARED: dict[str, tuple[Any, Any]] = {
+    "agents_root": (_ROOT_OPT, None),
+    "db": (_DB_OPT, None),
+    "json": (JsonFlag, False),
+    "embedder": (_EMBEDDER_OPT, None),
+}
+_LOCATION = ("agents_root", "db")
+_META_KEY = "atomic_agents.shared"
+
+_current: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("atomic_agents_cli_shared")
+_last_json = [False]  # did the command that ran (or failed) print JSON? read by main()
 
 
+def shared(*names: str, always_json: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command the group-wide options ``names`` (see :data:`SHARED`).
+
+    ``always_json``: the command prints JSON whatever ``--json`` says (the memory
+    group), so its errors go to stdout as JSON objects too.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn, eval_str=True)
+        extra = [
+            inspect.Parameter(f"aa_{n}", inspect.Parameter.KEYWORD_ONLY, annotation=SHARED[n][0], default=SHARED[n][1])
+            for n in names
+        ]
+        ctx_param = inspect.Parameter("aa_ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.kind is inspect.Parameter.VAR_KEYWORD else p
+                  for p in sig.parameters.values()]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            ctx: typer.Context = kwargs.pop("aa_ctx")
+            given = {n: kwargs.pop(f"aa_{n}") for n in names}
+            values = dict(_group_values(ctx))
+            values.update({n: v for n, v in given.items() if v is not None})
+            values["json"] = always_json or bool(values.get("json"))
+            _last_json[0] = values["json"]
+            token = _current.set(values)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _current.reset(token)
+
+        wrapper.__signature__ = sig.replace(parameters=[*params, *extra, ctx_param])  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in wrapper.__signature__.parameters.values()}  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+def _group_values(ctx: Any) -> dict[str, Any]:
+    return dict(ctx.meta.get(_META_KEY, {}))
+
+
+def group_options(*names: str) -> Callable[..., None]:
+    """A group callback accepting the location options ``names`` before the subcommand."""
+    for n in names:
+        if n not in _LOCATION:
+            raise ValueError(n)
+
+    def callback(aa_ctx: typer.Context, **kwargs: Any) -> None:
+        remember_group_options(aa_ctx, **kwargs)
+
+    params = [inspect.Parameter("aa_ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+    params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=SHARED[n][0], default=SHARED[n][1])
+               for n in names]
+    callback.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    callback.__annotations__ = {p.name: p.annotation for p in params}
+    return callback
+
+
+def remember_group_options(ctx: Any, **given: Any) -> None:
+    """Keep location options given before a subcommand, for the command to read (a later group's value wins)."""
+    ctx.meta.setdefault(_META_KEY, {}).update({n: v for n, v in given.items() if v is not None})
+
+
+def _values() -> dict[str, Any]:
+    return _current.get({})
+
+
+def agents_root() -> Path:
+    """``--agents-root`` (command, then group), else ``$ATOMIC_AGENTS_ROOT``, else ``./agents``."""
+    given = _values().get("agents_root")
+    if given is not None:
+        return Path(given)
+    env = os.environ.get(ENV_ROOT)
+    return Path(env) if env else DEFAULT_AGENTS_ROOT
+
+
+def db_path() -> Path | None:
+    """``--db`` if given (else the library resolves ``$ATOMIC_AGENTS_DB`` or the default)."""
+    given = _values().get("db")
+    return Path(given) if given is not None else None
+
+
+def embedder_name() -> str:
+    return _values().get("embedder") or os.environ.get("ATOMIC_AGENTS_EMBEDDER") or "minilm"
+
+
+def wants_json() -> bool:
+    return bool(_values().get("json"))
+
+
+def output_is_json(argv: list[str] | None = None) -> bool:
+    """Whether the command that just ran (or failed) prints JSON, so its error object goes to stdout."""
+    return _last_json[0] or "--json" in (argv if argv is not None else sys.argv[1:])
+
+
+def reset_output_state() -> None:
+    _last_json[0] = False
+
+
+# ------------------------------------------------------------------ output
 def to_jsonable(obj: Any) -> Any:
     """Turn models, dataclasses, paths and dates into plain JSON values."""
     if hasattr(obj, "model_dump"):
@@ -49,13 +267,36 @@ def to_jsonable(obj: Any) -> Any:
         return str(obj)
     if isinstance(obj, (dt.date, dt.datetime)):
         return obj.isoformat()
+    if isinstance(obj, enum.Enum):
+        return obj.value
     return obj
+
+
+def dumps(data: Any) -> str:
+    """JSON indented for a person at a terminal, one compact line when piped (jq, scripts)."""
+    indent = 2 if sys.stdout.isatty() else None
+    return json.dumps(to_jsonable(data), ensure_ascii=False, indent=indent)
 
 
 def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
     """Print ``data`` as JSON when asked, else call the human renderer."""
     if as_json or human is None:
-        sys.stdout.write(json.dumps(to_jsonable(data), ensure_ascii=False, indent=None) + "\n")
+        sys.stdout.write(dumps(data) + "\n")
         sys.stdout.flush()
     else:
         human()
+
+
+def write_lines(lines: Any) -> None:
+    """Plain text rows on stdout, one write (no rich: 10,000 rows must not cost seconds)."""
+    text = "\n".join(lines)
+    if text:
+        sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def err_console() -> Any:
+    """A rich console on stderr, for progress bars (imported only when one is shown)."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)

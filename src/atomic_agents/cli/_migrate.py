@@ -20,7 +20,24 @@ except ImportError:  # pragma: no cover - older typer on the real click
     from click.exceptions import UsageError  # type: ignore[assignment]
 
 from ..exceptions import AtomicAgentsError
-from ._common import DEFAULT_AGENTS_ROOT, AgentsRoot, JsonFlag, console, emit, err_console
+from ._common import agents_root, emit, err_console, output_is_json, reset_output_state, shared, wants_json
+
+
+class _Console:
+    """rich, imported when the first human line is printed (never for --help or --json)."""
+
+    def __init__(self) -> None:
+        self._console: Any = None
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(highlight=False, soft_wrap=True)
+        self._console.print(*args, **kwargs)
+
+
+console = _Console()
 
 __all__ = ["main", "migrate", "register"]
 
@@ -32,18 +49,19 @@ refused or rolled back (or a dry run predicts it), 2 on usage errors.
 """
 
 
+@shared("agents_root", "json")
 def migrate(
-    to: Annotated[str | None, typer.Option("--to", help="Target schema version, e.g. v2.", show_default=False)] = None,
+    to: Annotated[str | None, typer.Option("--to", metavar="VERSION", help="Target schema version, e.g. v2.", show_default=False)] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change per unit; write nothing.")] = False,
     status: Annotated[bool, typer.Option("--status", help="Which schema version is the vault at?")] = False,
     rollback: Annotated[
         str | None, typer.Option("--rollback", metavar="SNAPSHOT", help="Restore a snapshot (name from --list-snapshots).")
     ] = None,
     list_snapshots: Annotated[bool, typer.Option("--list-snapshots", help="List snapshots, oldest first.")] = False,
-    agents_root: AgentsRoot = DEFAULT_AGENTS_ROOT,
-    as_json: JsonFlag = False,
 ) -> None:
     from ..migration import FilesystemMigrationBackend, parse_target_version
+
+    as_json = wants_json()
 
     actions = [a for a, on in (("--to", to is not None), ("--status", status), ("--rollback", rollback is not None),
                                 ("--list-snapshots", list_snapshots)) if on]
@@ -52,7 +70,7 @@ def migrate(
                                + (f" (got {', '.join(actions)})" if actions else ""))
     if dry_run and to is None:
         raise UsageError("--dry-run goes with --to")
-    backend = FilesystemMigrationBackend(agents_root)
+    backend = FilesystemMigrationBackend(agents_root())
     if status:
         st = backend.status()
         emit(st.to_dict(), as_json, lambda: _print_status(st))
@@ -98,7 +116,7 @@ class _Progress:
     """A rich progress bar on stderr, shown only on a terminal."""
 
     def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and err_console.is_terminal
+        self.enabled = enabled and sys.stderr.isatty()
         self._bar: Any = None
         self._tasks: dict[str, Any] = {}
 
@@ -108,7 +126,7 @@ class _Progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                             console=err_console, transient=True)
+                             console=err_console(), transient=True)
         self._bar.__enter__()
         return self
 
@@ -193,11 +211,12 @@ def main(argv: list[str] | None = None) -> None:
     standalone = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     standalone.command(help=_HELP)(migrate)
     args = sys.argv[1:] if argv is None else argv
+    reset_output_state()
     try:
         # Standalone mode, as in atomic_agents.cli.main: usage errors exit 2, typer.Exit(1) exits 1.
         standalone(args=args, prog_name="python -m atomic_agents.migrate", standalone_mode=True)
     except AtomicAgentsError as exc:
-        if "--json" in args:
+        if output_is_json(args):
             sys.stdout.write(json.dumps({"error": type(exc).__name__, "message": str(exc)}) + "\n")
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)

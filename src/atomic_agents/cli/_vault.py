@@ -1,4 +1,8 @@
-"""`atomic-agents vault ...`: parse, one library call, render."""
+"""`atomic-agents vault ...`: parse, one library call, render.
+
+The vault library (pydantic models, YAML) is imported inside each command, so
+``--help`` never loads it.
+"""
 
 from __future__ import annotations
 
@@ -6,27 +10,31 @@ import datetime as dt
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-import yaml
 
 from ..exceptions import ValidationError
-from ..vault._units import UnitType
-from ..vault import (
-    Agent,
-    NoteDraft,
-    Vault,
-    WikiDraft,
-    append_journal,
-    append_log,
-    journal_path,
-    promote_journal_item,
-    query_logs,
+from ._common import (
+    Confidence,
+    NoteKind,
+    NoteType,
+    RunStatus,
+    RunTrigger,
+    agents_root,
+    emit,
+    group_options,
+    shared,
+    value,
+    wants_json,
+    write_lines,
 )
-from ._common import AgentsRoot, JsonFlag, console, emit
 
-app = typer.Typer(help="Atomic Agent vaults: notes, wiki, INDEX, journal, logs, lint.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from ..vault import Agent
+
+app = typer.Typer(help="Atomic Agent vaults: notes, wiki, INDEX, journal, logs, lint.", no_args_is_help=True,
+                  callback=group_options("agents_root"))
 index_app = typer.Typer(help="Show or rebuild an agent's INDEX.md.", no_args_is_help=True)
 journal_app = typer.Typer(help="The agent's daily journal: add items, show, promote an item to a note.", no_args_is_help=True)
 log_app = typer.Typer(help="JSONL run logs: append a run, query runs with totals.", no_args_is_help=True)
@@ -34,26 +42,40 @@ app.add_typer(index_app, name="index")
 app.add_typer(journal_app, name="journal")
 app.add_typer(log_app, name="log")
 
-AgentArg = Annotated[str, typer.Argument(help="Agent name (lowercase snake_case).")]
+AgentArg = Annotated[str, typer.Argument(metavar="AGENT", help="Agent name (lowercase snake_case).", show_default=False)]
+OptAgentArg = Annotated[Optional[str], typer.Argument(metavar="AGENT", help="Agent name; omit for every agent.", show_default=False)]
+FileArg = Annotated[str, typer.Argument(metavar="FILE", help="Note (or wiki page) filename.", show_default=False)]
 WikiFlag = Annotated[bool, typer.Option("--wiki", help="Act on wiki pages instead of memory notes.")]
+DateOpt = Annotated[Optional[str], typer.Option(metavar="DATE", help="YYYY-MM-DD (default today).", show_default=False)]
+ConfidenceOpt = Annotated[Confidence, typer.Option("--confidence", help="How sure the source is.")]
+PeriodOpt = Annotated[Optional[str], typer.Option(metavar="PERIOD", help="YYYY or YYYY-qN for time-bounded notes.", show_default=False)]
+
+_VAULT = ("agents_root", "json")
 
 
-def _date(value: str | None, field: str) -> dt.date | None:
-    if value is None:
+def _date(raw: str | None, field: str) -> dt.date | None:
+    if raw is None:
         return None
     try:
-        return dt.date.fromisoformat(value)
+        return dt.date.fromisoformat(raw) if len(raw) == 10 and raw.isascii() else _bad_date(raw, field)
     except ValueError:
-        raise ValidationError(f"{value!r} is not a date in YYYY-MM-DD form", field=field, rule="date") from None
+        return _bad_date(raw, field)
 
 
-def _agent(root: Path, name: str) -> Agent:
-    agent = Vault(root).agent(name)
+def _bad_date(raw: str, field: str) -> dt.date:
+    shown = raw if len(raw) <= 40 else raw[:40] + "..."
+    raise ValidationError(f"{shown!r} is not a date in YYYY-MM-DD form", field=field, rule="date") from None
+
+
+def _agent(name: str) -> Agent:
+    from ..vault import Vault
+
+    agent = Vault(agents_root()).agent(name)
     agent.require()
     return agent
 
 
-def _write(text: str) -> None:
+def _out(text: str) -> None:
     sys.stdout.write(text)
 
 
@@ -70,55 +92,62 @@ def _body(body: str | None, body_file: Path | None) -> str:
 
 
 @app.command()
-def init(
-    agent: AgentArg,
-    title: Annotated[Optional[str], typer.Option(help="Display name used in the skeletons.")] = None,
-    agents_root: AgentsRoot = Path("agents"),
-    json_out: JsonFlag = False,
-) -> None:
+@shared(*_VAULT)
+def init(agent: AgentArg, title: Annotated[Optional[str], typer.Option(metavar="TEXT", help="Display name used in the skeletons.", show_default=False)] = None) -> None:
     """Scaffold an agent: persona skeletons, tools.md, model.md, memory/INDEX.md and the folders."""
-    ag, created = Vault(agents_root).init_agent(agent, title=title)
-    emit({"agent": agent, "path": str(ag.path), "created": created}, json_out,
-         lambda: console.print(f"Agent {agent} at {ag.path}: created {len(created)} files" +
-                               "".join(f"\n  {c}" for c in created)))
+    from ..vault import Vault
+
+    ag, created = Vault(agents_root()).init_agent(agent, title=title)
+    emit({"agent": agent, "path": str(ag.path), "created": created}, wants_json(),
+         lambda: write_lines([f"Agent {agent} at {ag.path}: created {len(created)} files", *(f"  {c}" for c in created)]))
 
 
 @app.command()
+@shared(*_VAULT)
 def new(
     agent: AgentArg,
-    type: Annotated[str, typer.Option("--type", help="user|feedback|project|decision|reference, or wiki for a wiki page.")],
-    topic: Annotated[str, typer.Option(help="Topic in snake_case, 2-5 words.")],
-    name: Annotated[str, typer.Option(help="Human-readable title (~80 chars).")],
-    description: Annotated[str, typer.Option(help="One-line hook: when this memory matters (~150 chars).")],
-    source: Annotated[list[str], typer.Option("--source", help="Where it came from (repeatable).")],
-    confidence: Annotated[str, typer.Option(help="high|medium|low.")] = "medium",
-    period: Annotated[Optional[str], typer.Option(help="YYYY or YYYY-qN for time-bounded notes.")] = None,
-    year: Annotated[Optional[int], typer.Option(help="Version year of a wiki page.")] = None,
-    body: Annotated[Optional[str], typer.Option(help="Markdown body.")] = None,
-    body_file: Annotated[Optional[Path], typer.Option(help="Read the body from a file ('-' for stdin).")] = None,
+    kind: Annotated[NoteKind, typer.Option("--type", help="Note type, or wiki for a wiki page.", show_default=False)],
+    topic: Annotated[str, typer.Option(metavar="TOPIC", help="Topic in snake_case, 2-5 words.", show_default=False)],
+    name: Annotated[str, typer.Option(metavar="TEXT", help="Human-readable title (~80 chars).", show_default=False)],
+    description: Annotated[str, typer.Option(metavar="TEXT", help="One-line hook: when this memory matters (~150 chars).",
+                                             show_default=False)],
+    source: Annotated[list[str], typer.Option("--source", metavar="SOURCE", help="Where it came from (repeatable).",
+                                              show_default=False)],
+    confidence: ConfidenceOpt = Confidence.medium,
+    period: PeriodOpt = None,
+    year: Annotated[Optional[int], typer.Option(metavar="YYYY", help="Version year of a wiki page.", show_default=False)] = None,
+    body: Annotated[Optional[str], typer.Option(metavar="TEXT", help="Markdown body.", show_default=False)] = None,
+    body_file: Annotated[Optional[Path], typer.Option(metavar="FILE", help="Read the body from a file ('-' for stdin).",
+                                                      show_default=False)] = None,
     pinned: Annotated[bool, typer.Option(help="Always load into the system prompt.")] = False,
-    expires_at: Annotated[Optional[str], typer.Option(help="YYYY-MM-DD after which it is an archive candidate.")] = None,
-    supersedes: Annotated[Optional[str], typer.Option(help="Filename of the note this one replaces.")] = None,
-    tag: Annotated[Optional[list[str]], typer.Option("--tag", help="Free-form tag (repeatable).")] = None,
-    related: Annotated[Optional[list[str]], typer.Option("--related", help="Wiki: related page or note (repeatable).")] = None,
-    agents_root: AgentsRoot = Path("agents"),
-    json_out: JsonFlag = False,
+    expires_at: Annotated[Optional[str], typer.Option(metavar="DATE", help="YYYY-MM-DD after which it is an archive candidate.",
+                                                      show_default=False)] = None,
+    supersedes: Annotated[Optional[str], typer.Option(metavar="FILE", help="Filename of the note this one replaces.",
+                                                      show_default=False)] = None,
+    tag: Annotated[Optional[list[str]], typer.Option("--tag", metavar="TAG", help="Free-form tag (repeatable).",
+                                                     show_default=False)] = None,
+    related: Annotated[Optional[list[str]], typer.Option("--related", metavar="FILE", help="Wiki: related page or note (repeatable).",
+                                                         show_default=False)] = None,
 ) -> None:
     """Create a note (or a wiki page with --type wiki), validated, with its INDEX entry."""
-    ag = _agent(agents_root, agent)
+    from ..vault import NoteDraft, WikiDraft
+
+    ag = _agent(agent)
     text = _body(body, body_file)
-    if type in ("wiki", "wiki_page"):
+    if kind in (NoteKind.wiki, NoteKind.wiki_page):
         note = ag.new_wiki_page(WikiDraft(topic=topic, name=name, description=description, sources=source,
-                                          confidence=confidence, body=text, year=year, related=related or [],
+                                          confidence=confidence.value, body=text, year=year, related=related or [],
                                           pinned=pinned, expires_at=expires_at, tags=tag or []))
     else:
-        note = ag.new_note(NoteDraft(type=type, topic=topic, name=name, description=description, sources=source,
-                                     confidence=confidence, body=text, period=period, pinned=pinned,
+        note = ag.new_note(NoteDraft(type=kind.value, topic=topic, name=name, description=description, sources=source,
+                                     confidence=confidence.value, body=text, period=period, pinned=pinned,
                                      expires_at=expires_at, supersedes=supersedes, tags=tag or []))
-    emit(note.to_dict(), json_out, lambda: console.print(f"Wrote {note.path}"))
+    emit(note.to_dict(), wants_json(), lambda: write_lines([f"Wrote {note.path}"]))
 
 
 def _parse_set(pairs: list[str]) -> dict[str, Any]:
+    import yaml
+
     changes: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
@@ -130,265 +159,263 @@ def _parse_set(pairs: list[str]) -> dict[str, Any]:
 
 
 @app.command()
+@shared(*_VAULT)
 def update(
     agent: AgentArg,
-    file: Annotated[str, typer.Argument(help="Note (or wiki page) filename.")],
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="KEY=VALUE (YAML value; empty removes).")] = None,
-    body: Annotated[Optional[str], typer.Option(help="Replace the body.")] = None,
-    body_file: Annotated[Optional[Path], typer.Option(help="Replace the body from a file ('-' for stdin).")] = None,
+    file: FileArg,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="KEY=VALUE", help="Set a key (YAML value; empty removes; repeatable).",
+                                                      show_default=False)] = None,
+    body: Annotated[Optional[str], typer.Option(metavar="TEXT", help="Replace the body.", show_default=False)] = None,
+    body_file: Annotated[Optional[Path], typer.Option(metavar="FILE", help="Replace the body from a file ('-' for stdin).",
+                                                      show_default=False)] = None,
     touch: Annotated[bool, typer.Option(help="Set last_seen to today (re-confirmed).")] = False,
     wiki: WikiFlag = False,
-    agents_root: AgentsRoot = Path("agents"),
-    json_out: JsonFlag = False,
 ) -> None:
     """Change frontmatter keys and/or the body; untouched lines stay byte-for-byte."""
-    ag = _agent(agents_root, agent)
+    ag = _agent(agent)
     changes = _parse_set(set_ or [])
     if touch:
         changes["last_seen"] = dt.date.today()
     new_body = _body(body, body_file) if (body is not None or body_file is not None) else None
     note = ag.update(file, changes, body=new_body, unit_type="wiki" if wiki else "memory")
-    emit(note.to_dict(), json_out, lambda: console.print(f"Updated {note.path}"))
+    emit(note.to_dict(), wants_json(), lambda: write_lines([f"Updated {note.path}"]))
 
 
 @app.command()
-def show(
-    agent: AgentArg,
-    file: Annotated[str, typer.Argument(help="Note (or wiki page) filename.")],
-    wiki: WikiFlag = False,
-    agents_root: AgentsRoot = Path("agents"),
-    json_out: JsonFlag = False,
-) -> None:
+@shared(*_VAULT)
+def show(agent: AgentArg, file: FileArg, wiki: WikiFlag = False) -> None:
     """Print one note or wiki page."""
-    note = _agent(agents_root, agent).load(file if file.endswith(".md") else file + ".md", "wiki" if wiki else "memory")
-    emit(note.to_dict(), json_out, lambda: _write(note.path.read_text(encoding="utf-8")))
+    note = _agent(agent).load(file if file.endswith(".md") else file + ".md", "wiki" if wiki else "memory")
+    emit(note.to_dict(), wants_json(), lambda: _out(note.path.read_text(encoding="utf-8")))
 
 
 @app.command("list")
+@shared(*_VAULT)
 def list_(
-    agent: Annotated[Optional[str], typer.Argument(help="Agent name; omit to list agents.")] = None,
+    agent: Annotated[Optional[str], typer.Argument(metavar="AGENT", help="Agent name; omit to list agents.", show_default=False)] = None,
     all_: Annotated[bool, typer.Option("--all", help="Include superseded notes.")] = False,
-    type: Annotated[Optional[str], typer.Option("--type", help="Only this note type.")] = None,
+    type_: Annotated[Optional[NoteType], typer.Option("--type", help="Only this note type.", show_default=False)] = None,
     pinned: Annotated[bool, typer.Option("--pinned", help="Only pinned notes.")] = False,
     wiki: WikiFlag = False,
-    agents_root: AgentsRoot = Path("agents"),
-    json_out: JsonFlag = False,
 ) -> None:
     """List agents, or an agent's notes (superseded ones skipped unless --all)."""
-    vault = Vault(agents_root)
+    from ..vault import Vault
+
     if agent is None:
-        names = vault.agents()
-        emit({"agents": names}, json_out, lambda: console.print("\n".join(names) or "(no agents)"))
+        names = Vault(agents_root()).agents()
+        emit({"agents": names}, wants_json(), lambda: write_lines(names or ["(no agents yet: atomic-agents vault init NAME)"]))
         return
-    ag = _agent(agents_root, agent)
-    unit_type: UnitType = "wiki" if wiki else "memory"
-    notes = ag.list_notes(include_superseded=all_, type=type, pinned=True if pinned else None, unit_type=unit_type)
-    _, unreadable = ag.scan(unit_type)
+    notes, unreadable = _agent(agent).list_units(include_superseded=all_, type=value(type_), pinned=True if pinned else None,
+                                                 unit_type="wiki" if wiki else "memory")
     rows = [{"file": n.filename, "type": n.type, "name": n.name, "description": n.description,
              "pinned": n.pinned, "superseded_by": n.superseded_by} for n in notes]
 
     def human() -> None:
-        for r in rows:
-            flag = "*" if r["pinned"] else " "
-            console.print(f"{flag} {r['file']:<48} {r['name']}" + (f"  (superseded by {r['superseded_by']})" if r["superseded_by"] else ""))
-        for e in unreadable:
-            console.print(f"! {e}", style="red")
+        write_lines([f"{'*' if r['pinned'] else ' '} {r['file']:<48} {r['name']}"
+                     + (f"  (superseded by {r['superseded_by']})" if r["superseded_by"] else "") for r in rows]
+                    + [f"! {e}" for e in unreadable])
 
-    emit({"agent": agent, "notes": rows, "unreadable": [str(e) for e in unreadable]}, json_out, human)
+    emit({"agent": agent, "notes": rows, "unreadable": [str(e) for e in unreadable]}, wants_json(), human)
 
 
-def _issues_human(issues: list[Any]) -> None:
-    for i in issues:
-        style = {"error": "red", "warning": "yellow"}.get(i.severity, "cyan")
-        console.print(f"[{style}]{i.severity:<7}[/{style}] {i}")
+def _issue_lines(issues: list[Any]) -> list[str]:
+    return [f"{i.severity:<7} {i}" for i in issues]
 
 
 @app.command()
-def validate(
-    agent: Annotated[Optional[str], typer.Argument(help="Agent name; omit for every agent.")] = None,
-    agents_root: AgentsRoot = Path("agents"),
-    json_out: JsonFlag = False,
-) -> None:
+@shared(*_VAULT)
+def validate(agent: OptAgentArg = None) -> None:
     """Run the spec's checks over every note and wiki page; exit 1 on any error."""
-    issues = Vault(agents_root).validate(agent)
-    def human() -> None:
-        _issues_human(issues)
-        console.print("valid" if not issues else f"{len(issues)} errors")
+    from ..vault import Vault
 
-    emit({"ok": not issues, "errors": [i.__dict__ for i in issues]}, json_out, human)
+    issues = Vault(agents_root()).validate(agent)
+    emit({"ok": not issues, "errors": [i.__dict__ for i in issues]}, wants_json(),
+         lambda: write_lines([*_issue_lines(issues), "valid" if not issues else f"{len(issues)} errors"]))
     if issues:
         raise typer.Exit(1)
 
 
 @app.command()
+@shared(*_VAULT)
 def lint(
-    agent: Annotated[Optional[str], typer.Argument(help="Agent name; omit for every agent.")] = None,
-    stale_days: Annotated[int, typer.Option(help="Warn when last_seen is older than this.")] = 90,
-    agents_root: AgentsRoot = Path("agents"),
-    json_out: JsonFlag = False,
+    agent: OptAgentArg = None,
+    stale_days: Annotated[int, typer.Option(metavar="DAYS", help="Warn when last_seen is older than this.")] = 90,
 ) -> None:
     """Report invalid, stale, expired, unindexed and broken-link notes; exit 1 on errors."""
-    reports = Vault(agents_root).lint(agent, stale_days=stale_days)
+    from ..vault import Vault
+
+    reports = Vault(agents_root()).lint(agent, stale_days=stale_days)
 
     def human() -> None:
+        lines: list[str] = []
         for r in reports:
-            d = r.to_dict()
-            console.print(f"[bold]{r.agent}[/bold]: {r.notes} notes, {r.wiki_pages} wiki pages, "
-                          f"{len(r.pinned)} pinned; {d['counts']['error']} errors, {d['counts']['warning']} warnings, "
-                          f"{d['counts']['hint']} hints")
-            _issues_human(r.issues)
+            c = r.to_dict()["counts"]
+            lines.append(f"{r.agent}: {r.notes} notes, {r.wiki_pages} wiki pages, {len(r.pinned)} pinned; "
+                         f"{c['error']} errors, {c['warning']} warnings, {c['hint']} hints")
+            lines.extend(_issue_lines(r.issues))
+        write_lines(lines)
 
-    emit({"reports": [r.to_dict() for r in reports]}, json_out, human)
+    emit({"reports": [r.to_dict() for r in reports]}, wants_json(), human)
     if any(r.errors for r in reports):
         raise typer.Exit(1)
 
 
 @app.command()
+@shared(*_VAULT)
 def supersede(
     agent: AgentArg,
-    old: Annotated[str, typer.Argument(help="Filename of the outdated note.")],
-    new: Annotated[str, typer.Argument(help="Filename of the note that replaces it.")],
-    agents_root: AgentsRoot = Path("agents"),
-    json_out: JsonFlag = False,
+    old: Annotated[str, typer.Argument(metavar="OLD", help="Filename of the outdated note.", show_default=False)],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="Filename of the note that replaces it.", show_default=False)],
 ) -> None:
     """Link NEW as the replacement of OLD (both kept; OLD moves to the INDEX archive)."""
-    o, n = _agent(agents_root, agent).supersede(old, new)
-    emit({"old": o.to_dict(), "new": n.to_dict()}, json_out,
-         lambda: console.print(f"{o.filename} is superseded by {n.filename}"))
+    o, n = _agent(agent).supersede(old, new)
+    emit({"old": o.to_dict(), "new": n.to_dict()}, wants_json(),
+         lambda: write_lines([f"{o.filename} is superseded by {n.filename}"]))
 
 
 @index_app.command("show")
-def index_show(agent: AgentArg, wiki: WikiFlag = False, agents_root: AgentsRoot = Path("agents"),
-               json_out: JsonFlag = False) -> None:
+@shared(*_VAULT)
+def index_show(agent: AgentArg, wiki: WikiFlag = False) -> None:
     """Print INDEX.md (and the sub-indexes it points to)."""
-    ag = _agent(agents_root, agent)
-    idx = ag.index("wiki" if wiki else "memory")
+    idx = _agent(agent).index("wiki" if wiki else "memory")
     files = idx.render()
     emit({"files": files, "entries": [{"section": s, "title": e.title, "hook": e.hook, "file": e.filename}
-                                      for s, e in idx.entries()]}, json_out,
-         lambda: _write("".join(files[k] for k in sorted(files, key=lambda k: k != "INDEX.md"))))
+                                      for s, e in idx.entries()]}, wants_json(),
+         lambda: _out("".join(files[k] for k in sorted(files, key=lambda k: k != "INDEX.md"))))
 
 
 @index_app.command("rebuild")
-def index_rebuild(agent: AgentArg, wiki: WikiFlag = False, agents_root: AgentsRoot = Path("agents"),
-                  json_out: JsonFlag = False) -> None:
+@shared(*_VAULT)
+def index_rebuild(agent: AgentArg, wiki: WikiFlag = False) -> None:
     """Regenerate the INDEX from the files, keeping hand-edited hooks of existing entries."""
-    result = _agent(agents_root, agent).rebuild_index("wiki" if wiki else "memory")
-    emit(result, json_out, lambda: console.print(f"{result['entries']} entries; wrote {', '.join(result['files_written']) or 'nothing (up to date)'}"))
+    result = _agent(agent).rebuild_index("wiki" if wiki else "memory")
+    written = ", ".join(result["files_written"]) or "nothing (up to date)"
+    emit(result, wants_json(), lambda: write_lines([f"{result['entries']} entries; wrote {written}"]))
 
 
 @journal_app.command("add")
+@shared(*_VAULT)
 def journal_add(
     agent: AgentArg,
-    happened: Annotated[Optional[list[str]], typer.Option("--happened", help="What happened (repeatable).")] = None,
-    decision: Annotated[Optional[list[str]], typer.Option("--decision", help="Decision made (repeatable).")] = None,
-    question: Annotated[Optional[list[str]], typer.Option("--question", help="Open question (repeatable).")] = None,
-    date: Annotated[Optional[str], typer.Option(help="YYYY-MM-DD (default today).")] = None,
-    agents_root: AgentsRoot = Path("agents"),
-    json_out: JsonFlag = False,
+    happened: Annotated[Optional[list[str]], typer.Option("--happened", metavar="TEXT", help="What happened (repeatable).",
+                                                          show_default=False)] = None,
+    decision: Annotated[Optional[list[str]], typer.Option("--decision", metavar="TEXT", help="Decision made (repeatable).",
+                                                          show_default=False)] = None,
+    question: Annotated[Optional[list[str]], typer.Option("--question", metavar="TEXT", help="Open question (repeatable).",
+                                                          show_default=False)] = None,
+    date: DateOpt = None,
 ) -> None:
     """Append items to the day's journal."""
+    from ..vault import append_journal
+
     if not (happened or decision or question):
         raise ValidationError("give at least one --happened, --decision or --question", field="item", rule="required")
-    path = append_journal(_agent(agents_root, agent), day=_date(date, "--date"), happened=happened,
-                          decisions=decision, questions=question)
-    emit({"path": str(path)}, json_out, lambda: console.print(f"Journal: {path}"))
+    day = _date(date, "--date")
+    path = append_journal(_agent(agent), day=day, happened=happened, decisions=decision, questions=question)
+    emit({"path": str(path)}, wants_json(), lambda: write_lines([f"Journal: {path}"]))
 
 
 @journal_app.command("show")
-def journal_show(agent: AgentArg, date: Annotated[Optional[str], typer.Option(help="YYYY-MM-DD (default today).")] = None,
-                 agents_root: AgentsRoot = Path("agents"), json_out: JsonFlag = False) -> None:
+@shared(*_VAULT)
+def journal_show(agent: AgentArg, date: DateOpt = None) -> None:
     """Print a day's journal with its numbered items."""
-    from ..vault import journal_items
+    from ..vault import journal_items, journal_path
 
-    ag = _agent(agents_root, agent)
     day = _date(date, "--date") or dt.date.today()
+    ag = _agent(agent)
     items = journal_items(ag, day)
     path = journal_path(ag, day)
-    def human() -> None:
-        _write(path.read_text(encoding="utf-8"))
-        console.print("\nItems: " + "; ".join(f"{i.number}. {i.text}" for i in items))
 
-    emit({"path": str(path), "items": [i.__dict__ for i in items]}, json_out, human)
+    def human() -> None:
+        _out(path.read_text(encoding="utf-8"))
+        write_lines(["", "Items: " + "; ".join(f"{i.number}. {i.text}" for i in items)])
+
+    emit({"path": str(path), "items": [i.__dict__ for i in items]}, wants_json(), human)
 
 
 @journal_app.command("promote")
+@shared(*_VAULT)
 def journal_promote(
     agent: AgentArg,
-    item: Annotated[str, typer.Option(help="Item number (see journal show) or a unique piece of its text.")],
-    type: Annotated[str, typer.Option("--type", help="Note type.")],
-    topic: Annotated[str, typer.Option(help="Note topic in snake_case.")],
-    date: Annotated[Optional[str], typer.Option(help="Journal day YYYY-MM-DD (default today).")] = None,
-    name: Annotated[Optional[str], typer.Option(help="Title (default: the item text).")] = None,
-    description: Annotated[Optional[str], typer.Option(help="Hook (default: the item text).")] = None,
-    confidence: Annotated[str, typer.Option(help="high|medium|low.")] = "medium",
-    period: Annotated[Optional[str], typer.Option(help="YYYY or YYYY-qN.")] = None,
-    agents_root: AgentsRoot = Path("agents"),
-    json_out: JsonFlag = False,
+    item: Annotated[str, typer.Option(metavar="ITEM", help="Item number (see journal show) or a unique piece of its text.",
+                                      show_default=False)],
+    type_: Annotated[NoteType, typer.Option("--type", help="Note type.", show_default=False)],
+    topic: Annotated[str, typer.Option(metavar="TOPIC", help="Note topic in snake_case.", show_default=False)],
+    date: Annotated[Optional[str], typer.Option(metavar="DATE", help="Journal day YYYY-MM-DD (default today).",
+                                                show_default=False)] = None,
+    name: Annotated[Optional[str], typer.Option(metavar="TEXT", help="Title (default: the item text).", show_default=False)] = None,
+    description: Annotated[Optional[str], typer.Option(metavar="TEXT", help="Hook (default: the item text).", show_default=False)] = None,
+    confidence: ConfidenceOpt = Confidence.medium,
+    period: PeriodOpt = None,
 ) -> None:
     """Turn a journal item into a note whose sources point at the journal file."""
-    ag = _agent(agents_root, agent)
-    note = promote_journal_item(ag, _date(date, "--date") or dt.date.today(), item, type=type, topic=topic,
-                                name=name, description=description, confidence=confidence, period=period)
-    emit(note.to_dict(), json_out, lambda: console.print(f"Promoted to {note.path}"))
+    from ..vault import promote_journal_item
+
+    day = _date(date, "--date") or dt.date.today()
+    note = promote_journal_item(_agent(agent), day, item, type=type_.value, topic=topic, name=name,
+                                description=description, confidence=confidence.value, period=period)
+    emit(note.to_dict(), wants_json(), lambda: write_lines([f"Promoted to {note.path}"]))
 
 
 @log_app.command("add")
+@shared(*_VAULT)
 def log_add(
     agent: AgentArg,
-    entry: Annotated[Optional[str], typer.Option("--entry", help="The whole run as one JSON object.")] = None,
-    trigger: Annotated[Optional[str], typer.Option(help="cron|skill|api|manual.")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Model id used.")] = None,
-    input_tokens: Annotated[Optional[int], typer.Option(help="Input tokens.")] = None,
-    output_tokens: Annotated[Optional[int], typer.Option(help="Output tokens.")] = None,
-    status: Annotated[Optional[str], typer.Option(help="ok|error|skipped.")] = None,
-    summary: Annotated[Optional[str], typer.Option(help="One-line summary.")] = None,
-    cost_usd: Annotated[Optional[float], typer.Option(help="Cost in USD.")] = None,
-    error: Annotated[Optional[str], typer.Option(help="Error message, for status error.")] = None,
-    ts: Annotated[Optional[str], typer.Option(help="ISO 8601 with timezone (default now, UTC).")] = None,
-    agents_root: AgentsRoot = Path("agents"),
-    json_out: JsonFlag = False,
+    entry: Annotated[Optional[str], typer.Option("--entry", metavar="JSON", help="The whole run as one JSON object.",
+                                                 show_default=False)] = None,
+    trigger: Annotated[Optional[RunTrigger], typer.Option(help="What started the run.", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option(metavar="MODEL", help="Model id used.", show_default=False)] = None,
+    input_tokens: Annotated[Optional[int], typer.Option(metavar="N", help="Input tokens.", show_default=False)] = None,
+    output_tokens: Annotated[Optional[int], typer.Option(metavar="N", help="Output tokens.", show_default=False)] = None,
+    status: Annotated[Optional[RunStatus], typer.Option(help="How the run ended.", show_default=False)] = None,
+    summary: Annotated[Optional[str], typer.Option(metavar="TEXT", help="One-line summary.", show_default=False)] = None,
+    cost_usd: Annotated[Optional[float], typer.Option(metavar="USD", help="Cost in USD.", show_default=False)] = None,
+    error: Annotated[Optional[str], typer.Option(metavar="TEXT", help="Error message, for status error.", show_default=False)] = None,
+    ts: Annotated[Optional[str], typer.Option(metavar="TIMESTAMP", help="ISO 8601 with timezone (default now, UTC).",
+                                              show_default=False)] = None,
 ) -> None:
     """Append one run to the day's JSONL log (validated)."""
+    from ..vault import append_log
+
     if entry is not None:
         try:
             data = json.loads(entry)
         except ValueError as exc:
             raise ValidationError(f"--entry is not JSON: {exc}", field="--entry", rule="json") from None
     else:
-        data = {"ts": ts or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "trigger": trigger,
-                "model": model, "input_tokens": input_tokens, "output_tokens": output_tokens, "status": status,
+        data = {"ts": ts or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "trigger": value(trigger),
+                "model": model, "input_tokens": input_tokens, "output_tokens": output_tokens, "status": value(status),
                 "summary": summary}
         data = {k: v for k, v in data.items() if v is not None}
         data.update({k: v for k, v in (("cost_usd", cost_usd), ("error", error)) if v is not None})
-    path = append_log(_agent(agents_root, agent), data)
-    emit({"path": str(path), "entry": data}, json_out, lambda: console.print(f"Logged to {path}"))
+    path = append_log(_agent(agent), data)
+    emit({"path": str(path), "entry": data}, wants_json(), lambda: write_lines([f"Logged to {path}"]))
 
 
 @log_app.command("query")
+@shared(*_VAULT)
 def log_query(
     agent: AgentArg,
-    since: Annotated[Optional[str], typer.Option(help="From YYYY-MM-DD (inclusive).")] = None,
-    until: Annotated[Optional[str], typer.Option(help="To YYYY-MM-DD (inclusive).")] = None,
-    status: Annotated[Optional[str], typer.Option(help="ok|error|skipped.")] = None,
-    trigger: Annotated[Optional[str], typer.Option(help="cron|skill|api|manual.")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Model id.")] = None,
-    agents_root: AgentsRoot = Path("agents"),
-    json_out: JsonFlag = False,
+    since: Annotated[Optional[str], typer.Option(metavar="DATE", help="From YYYY-MM-DD (inclusive).", show_default=False)] = None,
+    until: Annotated[Optional[str], typer.Option(metavar="DATE", help="To YYYY-MM-DD (inclusive).", show_default=False)] = None,
+    status: Annotated[Optional[RunStatus], typer.Option(help="Only runs that ended so.", show_default=False)] = None,
+    trigger: Annotated[Optional[RunTrigger], typer.Option(help="Only runs started so.", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option(metavar="MODEL", help="Only this model id.", show_default=False)] = None,
 ) -> None:
     """Runs in a date range, filtered, with totals of tokens and cost."""
-    result = query_logs(_agent(agents_root, agent), since=_date(since, "--since"), until=_date(until, "--until"),
-                        status=status, trigger=trigger, model=model)
+    from ..vault import query_logs
+
+    first, last = _date(since, "--since"), _date(until, "--until")
+    result = query_logs(_agent(agent), since=first, until=last, status=value(status), trigger=value(trigger), model=model)
     data = result.to_dict()
 
     def human() -> None:
-        for e in result.entries:
-            console.print(f"{e['ts']}  {e['status']:<7} {e['trigger']:<6} {e['model']:<24} "
-                          f"in={e['input_tokens']:<7} out={e['output_tokens']:<7} {e['summary']}")
         t = data["totals"]
-        console.print(f"{t['runs']} runs: {t['input_tokens']} input tokens, {t['output_tokens']} output tokens, "
-                      f"${t['cost_usd']:.4f}; by status {t['by_status']}")
-        for bad in result.invalid:
-            console.print(f"! {bad}", style="red")
+        by_status = ", ".join(f"{k} {v}" for k, v in sorted(t["by_status"].items())) or "none"
+        write_lines([f"{e['ts']}  {e['status']:<7} {e['trigger']:<6} {e['model']:<24} "
+                     f"in={e['input_tokens']:<7} out={e['output_tokens']:<7} {e['summary']}" for e in result.entries]
+                    + [f"{t['runs']} runs: {t['input_tokens']} input tokens, {t['output_tokens']} output tokens, "
+                       f"${t['cost_usd']:.4f}; by status: {by_status}"]
+                    + [f"! {bad}" for bad in result.invalid])
 
-    emit(data, json_out, human)
+    emit(data, wants_json(), human)

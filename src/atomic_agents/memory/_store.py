@@ -157,7 +157,31 @@ def open_store(
     """
     from ._sqlite import SQLiteMemoryStore
 
+    db = _checked_db_path(path, agents_root)
     emb: Embedder = embedder if embedder is not None else default_embedder()
-    return SQLiteMemoryStore(Path(path) if path is not None else default_db_path(agents_root), embedder=emb)
+    return SQLiteMemoryStore(db, embedder=emb)
+
+
+def _checked_db_path(path: str | os.PathLike[str] | None, agents_root: str | os.PathLike[str] | None) -> Path:
+    """Where the store lives; folders are never made as a side effect, except ``<root>/_memory/``.
+
+    A file named by the caller (``path``, ``--db``, ``$ATOMIC_AGENTS_DB``) must be in an existing
+    folder: a typo must not grow a tree of folders. The default location needs an existing vault
+    root: opening a store must not create ``./agents``.
+    """
+    from ..exceptions import NotFoundError, ValidationError
+
+    explicit = Path(path) if path is not None else (Path(os.environ["ATOMIC_AGENTS_DB"]) if os.environ.get("ATOMIC_AGENTS_DB") else None)
+    if explicit is not None:
+        if not explicit.parent.is_dir():
+            raise ValidationError(f"folder {explicit.parent} does not exist (the store file's folder must exist)",
+                                  path=explicit, field="db", rule="parent-exists")
+        return explicit
+    db = default_db_path(agents_root)
+    root = db.parent.parent
+    if not root.is_dir():
+        raise NotFoundError(f"vault root {root} does not exist: create it (atomic-agents vault init AGENT), "
+                            "or name one with --agents-root / ATOMIC_AGENTS_ROOT, or a store file with --db", path=root)
+    return db
 
 

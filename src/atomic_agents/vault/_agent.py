@@ -179,14 +179,28 @@ class Agent:
         unit_type: UnitType = "memory",
     ) -> list[Note]:
         """Notes in filename order; superseded ones are skipped unless asked for."""
-        notes, _ = self.scan(unit_type)
-        return [
+        return self.list_units(include_superseded=include_superseded, type=type, pinned=pinned, unit_type=unit_type)[0]
+
+    def list_units(
+        self,
+        *,
+        include_superseded: bool = False,
+        type: str | None = None,
+        pinned: bool | None = None,
+        unit_type: UnitType = "memory",
+    ) -> tuple[list[Note], list[FrontmatterParseError]]:
+        """:meth:`list_notes` plus the files that do not parse: one scan, through the parse cache."""
+        cache = self.parse_cache()
+        notes, errors = self.scan(unit_type, cache=cache)
+        cache.save()
+        kept = [
             n
             for n in notes
             if (include_superseded or n.superseded_by is None)
             and (type is None or n.type == type)
             and (pinned is None or n.pinned == pinned)
         ]
+        return kept, errors
 
     # ----------------------------------------------------------------- writing
     def new_note(self, draft: NoteDraft, *, today: dt.date | None = None) -> Note:

@@ -65,10 +65,46 @@ def _validate(entry: dict[str, Any], where: str) -> LogEntry:
     try:
         return LogEntry.model_validate(entry)
     except PydanticValidationError as exc:
-        err = exc.errors()[0]
-        fld = str(err["loc"][0]) if err.get("loc") else None
-        rule = "required" if err["type"] == "missing" else err["type"]
-        raise ValidationError(err["msg"], path=where, field=fld, rule=rule) from None
+        problems = [_describe(err) for err in exc.errors()]
+    if len(problems) == 1:
+        fld, rule, msg = problems[0]
+        raise ValidationError(msg, path=where, field=fld, rule=rule)
+    fields = ", ".join(dict.fromkeys(f for f, _, _ in problems if f))
+    raise ValidationError(f"{len(problems)} problems: " + "; ".join(f"{f}: {m}" for f, _, m in problems),
+                          path=where, field=fields or None, rule="log-entry")
+
+
+_CHOICES = {"trigger": ("cron", "skill", "api", "manual"), "status": ("ok", "error", "skipped")}
+_TYPES = {"string_type": "a string", "int_type": "an integer", "bool_type": "true or false",
+          "float_type": "a number", "list_type": "a list", "int_parsing": "an integer", "float_parsing": "a number"}
+
+
+def _describe(err: Any) -> tuple[str | None, str, str]:
+    """One pydantic error in our words: (field, rule, message). Never pydantic's wording."""
+    loc = err.get("loc") or ()
+    fld = ".".join(str(p) for p in loc) or None
+    kind = err.get("type", "")
+    given = err.get("input")
+    if kind == "missing":
+        return fld, "required", "required field is missing"
+    if kind == "literal_error":
+        allowed = ", ".join(_CHOICES.get(str(loc[0]) if loc else "", ()))
+        return fld, "choice", f"{_short(given)} is not one of {allowed}"
+    if kind in _TYPES:
+        return fld, "field-type", f"must be {_TYPES[kind]}, got {_short(given)}"
+    if kind == "greater_than_equal":
+        return fld, "range", f"must be 0 or more, got {_short(given)}"
+    if kind == "string_too_short":
+        return fld, "required", "must not be empty"
+    if kind == "value_error":  # our own validators (ts): their message is already ours
+        ctx_error = (err.get("ctx") or {}).get("error")
+        return fld, "timestamp" if fld == "ts" else "value", str(ctx_error) if ctx_error else "invalid value"
+    return fld, "field-type", f"{_short(given)} is not accepted here"
+
+
+def _short(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def log_path(agent: Agent, day: dt.date) -> Path:

@@ -62,7 +62,10 @@ def parse_date(value: Any) -> dt.date:
             return dt.date.fromisoformat(value)
         except ValueError:
             raise PydanticCustomError("date_calendar", "{value} is not a real calendar date", {"value": value}) from None
-    raise PydanticCustomError("date_format", "must be a date in YYYY-MM-DD form, got {value!r}", {"value": value})
+    # pydantic fills "{value}" with str(); the repr is made here (clipped: a 5,000-digit int stays readable).
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise PydanticCustomError("date_format", "must be a date in YYYY-MM-DD form, got {value}", {"value": shown})
 
 
 Date = Annotated[dt.date, BeforeValidator(parse_date)]

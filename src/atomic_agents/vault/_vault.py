@@ -34,9 +34,13 @@ class Vault:
         return Agent(self.root, name)
 
     def agents(self) -> list[str]:
-        """Agent folders: lowercase snake_case directories not starting with ``_`` or ``.``."""
+        """Agent folders: lowercase snake_case directories not starting with ``_`` or ``.``.
+
+        A root that does not exist (a typo in ``--agents-root``) is a NotFoundError, not an empty vault.
+        """
         if not self.root.is_dir():
-            return []
+            what = "is not a folder" if self.root.exists() else "does not exist"
+            raise NotFoundError(f"vault root {self.root} {what}", path=self.root)
         return sorted(p.name for p in self.root.iterdir() if p.is_dir() and SNAKE.match(p.name))
 
     def init_agent(self, name: str, *, title: str | None = None) -> tuple[Agent, list[str]]:

@@ -1,0 +1,5 @@
+"""``python -m atomic_agents``: the ``atomic-agents`` command."""
+
+from .cli import main
+
+main()
