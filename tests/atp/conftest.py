@@ -59,6 +59,7 @@ def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("EDEN_ORG_ID", "acme")
     monkeypatch.setenv("EDEN_WORKSPACE_ID", "acme/web")
     monkeypatch.setenv("ATOMIC_AGENTS_EMBEDDER", "hashing")
+    (tmp_path / "store").mkdir()
     monkeypatch.setenv("ATOMIC_AGENTS_DB", str(tmp_path / "store" / "memory.db"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     for var in ("EDEN_AGENT_ID", "ATP_NON_INTERACTIVE", "CI"):

@@ -39,19 +39,18 @@ class _Opts:
     workspace_id: str | None
     agent_id: str | None
     user_id: str | None
-    embedder: str | None
     json: bool
 
     @contextmanager
     def ledger(self) -> Iterator[Any]:
         from ..atp import Ledger, resolve_identity
-        from ..memory import default_embedder, embedder_from_name, open_store
+        from ..memory import default_embedder, open_store
 
         ident = resolve_identity(
             self.project, org_id=self.org_id, workspace_id=self.workspace_id, agent_id=self.agent_id, user_id=self.user_id
         )
-        emb = embedder_from_name(self.embedder) if self.embedder else default_embedder()
-        store = open_store(self.db, agents_root=self.agents_root, embedder=emb)
+        # The model (ATOMIC_AGENTS_EMBEDDER picks another) loads only when a write or recall embeds.
+        store = open_store(self.db, agents_root=self.agents_root, embedder=default_embedder())
         try:
             yield Ledger(store, ident)
         finally:
@@ -73,8 +72,6 @@ _COMMON = [
         str | None, typer.Option("--agent-id", help="Writer's agent id (else EDEN_AGENT_ID, else claude-code-cli).", show_default=False)]),
     inspect.Parameter("user_id", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
         str | None, typer.Option("--user-id", help="User id (default: the OS user).", show_default=False)]),
-    inspect.Parameter("embedder", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        str | None, typer.Option("--embedder", envvar="ATOMIC_AGENTS_EMBEDDER", help="minilm (default) or hashing (a test fake).", show_default=False)]),
     inspect.Parameter("json_out", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
         bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]),
 ]  # fmt: skip
