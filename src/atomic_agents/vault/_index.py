@@ -18,7 +18,10 @@ from pathlib import Path
 
 from ._models import INDEX_SECTIONS
 
-__all__ = ["ARCHIVE", "PROMOTED", "Entry", "Index", "parse_entry", "section_for"]
+__all__ = [
+    "ARCHIVE", "PROMOTED", "Entry", "Index", "Wanted", "is_persona_ref", "norm_title", "parse_entry",
+    "section_for", "title_problem",
+]
 
 ARCHIVE = "Archive (superseded)"
 PROMOTED = "Recently Promoted to Persona"
@@ -35,11 +38,73 @@ SLICE_OF_SECTION = {
 SECTION_ORDER = [s for s, _ in INDEX_SECTIONS]
 DEFAULT_LIMIT = 150  # spec: "Stay under ~150 lines total before splitting into sub-indexes"
 
-_SEP = r"\s+(?:—|–|--|-)\s*"
+# between an entry's head and its hook: a dash (the spec's ``—``), or the reference
+# implementation's ``, promoted to ...`` / ``: hook`` forms
+_SEP = r"(?:\s+(?:—|–|--|-)\s*|\s*[,:;]\s*)"
 _TICK = re.compile(r"^\s*[-*]\s+`(?P<title>[^`]+)`(?:" + _SEP + r"(?P<hook>.*))?$")
 _LINK = re.compile(r"^\s*[-*]\s+\[(?P<title>[^\]]+)\]\((?P<file>[^)\s]+)\)(?:" + _SEP + r"(?P<hook>.*))?$")
 _WIKILINK = re.compile(r"^\s*[-*]\s+\[\[(?P<file>[^\]|]+)(?:\|(?P<title>[^\]]+))?\]\](?:" + _SEP + r"(?P<hook>.*))?$")
 _SUBINDEX = re.compile(r"^INDEX_[a-z0-9_]+\.md$")
+
+
+def norm_title(title: str) -> str:
+    """A title as an INDEX line holds it: single spaces, no backtick (what :func:`format_entry` writes)."""
+    return " ".join(title.replace("`", "'").split())
+
+
+def title_problem(title: str) -> str | None:
+    """Why ``title`` cannot round-trip through an INDEX line, or ``None`` if it can.
+
+    An entry is one line ``- `Title` — hook``: the title cannot hold a backtick,
+    a line break (newline, carriage return, U+2028 ...), another control character, or
+    whitespace other than single spaces between words (the line is read back
+    stripped and split on whitespace). Anything else (any letter, emoji, ``—``,
+    ``[``, ``]``) round-trips.
+
+    >>> title_problem("Debt order") is None
+    True
+    >>> title_problem("a `b`")
+    'contains a backtick (`), which the INDEX line `Title` cannot hold'
+    """
+    import unicodedata
+
+    if "`" in title:
+        return "contains a backtick (`), which the INDEX line `Title` cannot hold"
+    for ch in title:
+        if ch != " " and (ch.isspace() or unicodedata.category(ch) in ("Cc", "Zl", "Zp")):
+            what = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(ch, f"the character U+{ord(ch):04X}")
+            return f"contains {what}; an INDEX entry is one line with single spaces"
+    if title != " ".join(title.split()):
+        return "has leading, trailing or repeated spaces, which the INDEX line does not keep"
+    return None
+
+
+_PERSONA_FILE = re.compile(r"^(?:persona/)?(?:[A-Z][A-Z0-9_]*)\.md$")
+
+
+def is_persona_ref(target: str) -> bool:
+    """True for a persona file or section (``persona/USER.md#prefs``, ``SOUL.md``): a promotion, not a note.
+
+    >>> is_persona_ref("persona/USER.md#communication"), is_persona_ref("feedback_x.md")
+    (True, False)
+    """
+    path = target.split("#", 1)[0].strip().removeprefix("./")
+    if path.startswith("INDEX"):
+        return False
+    return bool(_PERSONA_FILE.match(path)) or path.startswith("persona/")
+
+
+_FROM_FILE = re.compile(r"\bfrom\s+\[?`?(?P<file>[A-Za-z0-9_.\-]+\.md)")
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """The entry a unit should have: what a rebuild reconciles the INDEX against."""
+
+    filename: str
+    title: str
+    hook: str
+    section: str
 
 
 @dataclass(frozen=True)
@@ -53,6 +118,12 @@ class Entry:
     @property
     def is_pointer(self) -> bool:
         return self.filename is not None and bool(_SUBINDEX.match(self.filename))
+
+    @property
+    def source(self) -> str | None:
+        """The note file a "Recently Promoted to Persona" line names (``promoted ... from feedback_x.md``)."""
+        m = _FROM_FILE.search(self.hook)
+        return os.path.basename(m.group("file")) if m else None
 
 
 def parse_entry(line: str) -> Entry | None:
@@ -188,9 +259,10 @@ class Index:
         return out
 
     def find(self, filename: str, title: str | None) -> tuple[_Section, int] | None:
-        """Locate the entry of a note: by link filename first, else by bare title."""
+        """Locate the entry of a note: by link filename first (or the note a promoted line names), else by bare title."""
         stem = filename[:-3] if filename.endswith(".md") else filename
-        needles = [f"({filename}", f"[[{stem}", f"`{filename}`"] + ([f"`{title}`"] if title else [])
+        want = norm_title(title) if title else None
+        needles = [filename, f"[[{stem}"] + ([f"`{want}`"] if want else [])
         by_title = None
         for sec in self.sections:
             for i, line in enumerate(sec.lines):
@@ -200,18 +272,30 @@ class Index:
                 e = parse_entry(line)
                 if e is None or e.is_pointer:
                     continue
-                if e.filename == filename:
+                if e.filename == filename or (sec.heading == PROMOTED and e.filename is None and e.source == filename):
                     return sec, i
                 # a link-form entry belongs to the file it links; only bare titles match by title
-                if by_title is None and e.filename is None and e.title in (title, filename):
+                if by_title is None and e.filename is None and (e.title == filename or norm_title(e.title) == want):
                     by_title = (sec, i)
         return by_title
+
+    def placement_ok(self, heading: str, section: str) -> bool:
+        """May an entry that belongs in ``section`` stay under ``heading``?
+
+        Yes in its own section and in any hand-written section (one the spec's
+        order does not name), unless it must be in the Archive (superseded) or
+        under Recently Promoted to Persona. An entry under Recently Promoted to
+        Persona is the operator's record and always stays.
+        """
+        if heading == section or heading == PROMOTED:
+            return True
+        return section not in (ARCHIVE, PROMOTED) and heading not in self.order
 
     def _known(self) -> tuple[set[str], set[str]]:
         """Bare titles and linked filenames listed anywhere (built once, kept in step)."""
         if self._titles is None or self._files is None:
             text = "\n".join(line for sec in self.sections for line in sec.lines)
-            self._titles = {t.strip() for t in _ANY_TITLE.findall(text)}
+            self._titles = {norm_title(t) for t in _ANY_TITLE.findall(text)}
             files = {os.path.basename(f.split("#", 1)[0]) for f in _ANY_LINK.findall(text)}
             files |= {f.strip() if f.strip().endswith(".md") else f.strip() + ".md" for f in _ANY_WIKILINK.findall(text)}
             self._files = files
@@ -241,11 +325,14 @@ class Index:
             old_line = sec.lines[i]
             old = parse_entry(old_line)
             assert old is not None
-            keep_hook = not refresh_hook and old.title == title and sec.heading == section
+            if sec.heading == PROMOTED:
+                return False  # the operator's record of a promotion: never rewritten or moved
+            stays = self.placement_ok(sec.heading, section)
+            keep_hook = not refresh_hook and norm_title(old.title) == norm_title(title) and stays
             use_hook = old.hook if keep_hook else hook
             # keep the form the entry was written in (the reference implementation's link form too)
             new_line = format_entry(title, use_hook, old.filename)
-            if sec.heading == section:
+            if stays:
                 if old_line == new_line:
                     return False
                 sec.lines[i] = new_line
@@ -254,7 +341,7 @@ class Index:
                 return True
             del sec.lines[i]
             sec.touch(i)
-        elif is_new and " ".join(title.split()) in self._known()[0]:
+        elif is_new and norm_title(title) in self._known()[0]:
             new_line = format_entry(title, hook, filename)
         else:
             new_line = format_entry(title, hook)
@@ -282,6 +369,118 @@ class Index:
         del sec.lines[i]
         sec.touch(i)
         return True
+
+    def reconcile(self, wanted: list[Wanted], unreadable: dict[str, set[str]] | None = None) -> dict[str, list[str]]:
+        """Bring the INDEX in line with the units while keeping what the operator wrote (``index rebuild``).
+
+        ``wanted`` is every readable unit's entry, in the order new entries are
+        appended; ``unreadable`` maps each unit file that could not be parsed
+        to the titles it may be listed under. Kept as they are: the preamble,
+        every section in its order, every line that is not an entry, every
+        entry's position and hook, and every line under Recently Promoted to
+        Persona (which counts as its note's entry). Changed: a link-form
+        title that no longer matches its note; an entry in a section it cannot
+        stay in (:meth:`placement_ok`) moves; a second entry for one note is
+        dropped; an entry naming no file is dropped, unless a unit is
+        unreadable and the entry may be its own; a unit with no entry gets one.
+
+        Returns what changed: ``added``, ``moved``, ``retitled``, ``dropped``
+        (orphan and duplicate lines), ``kept_unreadable`` (files whose line
+        was kept unparsed) and ``kept_unmatched`` (lines kept because an
+        unreadable unit's line could not be told apart).
+        """
+        unreadable = unreadable or {}
+        by_file = {w.filename: w for w in wanted}
+        by_title: dict[str, list[str]] = {}
+        for w in wanted:
+            by_title.setdefault(norm_title(w.title), []).append(w.filename)
+        unread_titles = {norm_title(t): f for f, ts in unreadable.items() for t in ts}
+        covered: set[str] = set()
+        moving: dict[str, Entry] = {}
+        report: dict[str, list[str]] = {k: [] for k in ("added", "moved", "retitled", "dropped", "kept_unreadable", "kept_unmatched")}
+        orphans: list[tuple[_Section, str]] = []
+
+        def identify(e: Entry, heading: str) -> str | None:
+            if e.filename is not None:
+                return e.filename
+            if heading == PROMOTED and e.source is not None:
+                return e.source
+            if e.title in by_file or e.title in unreadable:
+                return e.title  # an entry titled by its filename (a note without a name)
+            for fname in by_title.get(norm_title(e.title), []):
+                if fname not in covered:
+                    return fname
+            return None
+
+        for sec in self.sections:
+            out: list[str] = []
+            for line in sec.lines:
+                e = parse_entry(line)
+                if e is None or e.is_pointer:
+                    out.append(line)
+                    continue
+                fname = identify(e, sec.heading)
+                if fname is None or fname not in by_file:
+                    owner = fname if fname in unreadable else unread_titles.get(norm_title(e.title))
+                    if owner is not None:
+                        report["kept_unreadable"].append(owner)
+                    elif sec.heading == PROMOTED:
+                        pass  # a promotion whose note is gone: the persona file holds it now
+                    else:
+                        orphans.append((sec, line))
+                    out.append(line)
+                    continue
+                if sec.heading == PROMOTED:
+                    covered.add(fname)
+                    out.append(line)
+                    continue
+                if fname in covered:
+                    report["dropped"].append(line.strip())  # a second entry for the same note
+                    continue
+                covered.add(fname)
+                w = by_file[fname]
+                if not self.placement_ok(sec.heading, w.section):
+                    moving[fname] = e
+                    continue
+                hook = e.hook
+                if w.section == ARCHIVE and hook.startswith("superseded by"):
+                    replacement = w.hook.removeprefix("superseded by ").rsplit(",", 1)[0]
+                    if replacement not in hook:
+                        hook = w.hook  # the line names an older replacement
+                if hook != e.hook or (e.filename is not None and e.title != norm_title(w.title)):
+                    if e.title != norm_title(w.title):
+                        report["retitled"].append(fname)
+                    line = format_entry(w.title, hook, e.filename)
+                out.append(line)
+            sec.lines = out
+        # an entry naming no file goes, unless an unreadable unit's line could not be found
+        unplaced = set(unreadable) - set(report["kept_unreadable"])
+        for sec, line in orphans:
+            if unplaced:
+                report["kept_unmatched"].append(line.strip())
+            else:
+                sec.lines.remove(line)
+                report["dropped"].append(line.strip())
+        self._titles = self._files = None
+        for w in wanted:
+            if w.filename in covered:
+                continue
+            prior = moving.get(w.filename)
+            if prior is not None:
+                same_kind = (w.section == ARCHIVE) == prior.hook.startswith("superseded by")
+                line = format_entry(w.title, prior.hook if same_kind and w.section != PROMOTED else w.hook, prior.filename)
+                report["moved"].append(w.filename)
+            else:
+                link = w.filename if norm_title(w.title) in self._known()[0] else None
+                line = format_entry(w.title, w.hook, link)
+                report["added"].append(w.filename)
+            target = self._section(w.section)
+            _insert(target, line)
+            self._note(line)
+            covered.add(w.filename)
+        for sec in self.sections:
+            sec.touch(0)  # re-render every file; changed_files() still writes only those whose text changed
+        return report
 
     def _section(self, heading: str) -> _Section:
         for sec in self.sections:
