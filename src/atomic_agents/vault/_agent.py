@@ -15,7 +15,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, Va
 from ._cache import ParseCache, stamp_of
 from ._frontmatter import Document, read, render_document
 from ._index import ARCHIVE, PROMOTED, Index, Wanted, is_persona_ref, section_for
-from ._lint import check_units
+from ._lint import check_units, guess_titles
 from ._names import check_agent_name, check_topic, safe_child
 from ._units import Note, NoteDraft, UnitType, WikiDraft, order_meta
 from ._upgrade import upgrade_for_write
@@ -157,12 +156,12 @@ class Agent:
                     continue
                 rel = f"{unit_type}/{name}"
                 stamp = stamp_of(os.stat(p))
-                meta = cache.get(rel, stamp)
+                meta = cache.get(rel, stamp, p)
                 if meta is not None:
                     notes.append(Note(p, unit_type, Document(meta=meta, body="", lazy=True)))
                     continue
                 doc = read(p)
-                cache.put(rel, stamp, doc.meta)
+                cache.put(rel, stamp, doc.meta, p)
                 notes.append(Note(p, unit_type, doc))
             except FrontmatterParseError as exc:
                 errors.append(exc)
@@ -470,7 +469,7 @@ class Agent:
                 idx.preamble = [f"# {self.title} — {idx.kind} Index", ""]
             notes.sort(key=lambda n: (str(n.captured or ""), n.filename))
             wanted = [Wanted(n.filename, *self._entry_for(n.meta, n.filename, unit_type, today)) for n in notes]
-            unreadable = {os.path.basename(e.path): _guess_titles(e.path) for e in errors if e.path}
+            unreadable = {os.path.basename(e.path): guess_titles(e.path) for e in errors if e.path}
             report = idx.reconcile(wanted, unreadable)
             files = idx.changed_files()
             folder = self.folder(unit_type)
@@ -540,30 +539,13 @@ def _landed(path: Path, digest: Any) -> bool:
         return False
 
 
-_NAME_LINE = re.compile(r"^name:[ \t]*(?P<v>.*?)[ \t]*$", re.M)
-
-
-def _guess_titles(path: str) -> set[str]:
-    """Titles an unparseable unit may be listed under: its filename, and a ``name:`` line if one is there."""
-    out = {os.path.basename(path)}
-    with contextlib.suppress(OSError):
-        with open(path, "rb") as fh:
-            head = fh.read(65536).decode("utf-8", "replace")
-        for m in _NAME_LINE.finditer(head):
-            value = m.group("v")
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                value = value[1:-1]
-            if value:
-                out.add(value)
-    return out
-
-
-def _file_stamp(path: Path) -> tuple[int, int, int] | None:
+def _file_stamp(path: Path) -> tuple[int, int, int, int] | None:
+    """What tells a file changed: an atomic replace makes a new inode, an in-place edit sets the ctime."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _key_stamp(folder: Path) -> tuple[Any, ...]:
