@@ -411,8 +411,9 @@ class Index:
         for w in wanted:
             by_title.setdefault(norm_title(w.title), []).append(w.filename)
         unread_titles = {norm_title(t): f for f, ts in unreadable.items() for t in ts}
-        covered: set[str] = set()
-        moving: dict[str, Entry] = {}
+        covered: set[str] = set()  # units whose entry stays where it is
+        claimed: set[str] = set()  # units a line was found for (a later line for one is a duplicate)
+        moving: dict[str, tuple[Entry, str]] = {}
         report: dict[str, list[str]] = {k: [] for k in ("added", "moved", "retitled", "dropped", "kept_unreadable", "kept_unmatched")}
         orphans: list[tuple[_Section, str]] = []
 
@@ -424,7 +425,7 @@ class Index:
             if e.title in by_file or e.title in unreadable:
                 return e.title  # an entry titled by its filename (a note without a name)
             for fname in by_title.get(norm_title(e.title), []):
-                if fname not in covered:
+                if fname not in claimed:
                     return fname
             return None
 
@@ -447,17 +448,18 @@ class Index:
                     out.append(line)
                     continue
                 if sec.heading == PROMOTED:
-                    covered.add(fname)
+                    covered.add(fname)  # counts as its entry, wherever the section is
                     out.append(line)
                     continue
-                if fname in covered:
+                if fname in claimed:
                     report["dropped"].append(line.strip())  # a second entry for the same note
                     continue
-                covered.add(fname)
+                claimed.add(fname)
                 w = by_file[fname]
                 if not self.placement_ok(sec.heading, w.section):
-                    moving[fname] = e
+                    moving[fname] = (e, line)
                     continue
+                covered.add(fname)
                 hook = e.hook
                 if w.section == ARCHIVE and hook.startswith("superseded by"):
                     replacement = w.hook.removeprefix("superseded by ").rsplit(",", 1)[0]
@@ -480,8 +482,10 @@ class Index:
         self._titles = self._files = None
         for w in wanted:
             if w.filename in covered:
+                if w.filename in moving:  # listed as promoted too: that line is its entry
+                    report["dropped"].append(moving[w.filename][1].strip())
                 continue
-            prior = moving.get(w.filename)
+            prior = moving[w.filename][0] if w.filename in moving else None
             if prior is not None:
                 same_kind = (w.section == ARCHIVE) == prior.hook.startswith("superseded by")
                 line = format_entry(w.title, prior.hook if same_kind and w.section != PROMOTED else w.hook, prior.filename)
@@ -614,10 +618,22 @@ def _trim(lines: list[str]) -> list[str]:
 
 
 def _insert(sec: _Section, line: str) -> int:
-    """Append after the section's last non-blank line, keeping its trailing blank lines; return its index."""
-    i = len(sec.lines)
-    while i > 0 and not sec.lines[i - 1].strip():
+    """Put a new entry after the section's last entry (else its last non-blank line); return its index.
+
+    Hand-written lines after the entries (a rule ``---``, a note) stay after them,
+    and the section's trailing blank lines stay.
+    """
+    end = len(sec.lines)
+    while end > 0 and not sec.lines[end - 1].strip():
+        end -= 1
+    i = end
+    while i > 0:
+        prev = sec.lines[i - 1]
+        if prev.lstrip().startswith(("-", "*")) and parse_entry(prev) is not None:
+            break
         i -= 1
+    if i == 0:
+        i = end  # no entry yet: after the section's text
     sec.lines.insert(i, line)
     if i == len(sec.lines) - 1:
         sec.lines.append("")
