@@ -274,7 +274,15 @@ def index_rebuild(agent: AgentArg, wiki: WikiFlag = False, agents_root: AgentsRo
                   json_out: JsonFlag = False) -> None:
     """Regenerate the INDEX from the files, keeping hand-edited hooks of existing entries."""
     result = _agent(agents_root, agent).rebuild_index("wiki" if wiki else "memory")
-    emit(result, json_out, lambda: console.print(f"{result['entries']} entries; wrote {', '.join(result['files_written']) or 'nothing (up to date)'}"))
+    def summary() -> None:
+        print(f"{result['entries']} entries for {result['units']} files; wrote {', '.join(result['files_written']) or 'nothing (up to date)'}")
+        for key, what in (("added", "added"), ("moved", "moved"), ("dropped", "dropped"), ("kept_unmatched", "kept (may be an unreadable file's)")):
+            for item in result.get(key, []):
+                print(f"  {what}: {item}")
+        for err in result["unreadable"]:
+            print(f"  unreadable, its INDEX line kept: {err}", file=sys.stderr)
+
+    emit(result, json_out, summary)
 
 
 @journal_app.command("add")

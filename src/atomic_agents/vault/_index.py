@@ -278,7 +278,8 @@ class Index:
         """Locate the entry of a note: by link filename first (or the note a promoted line names), else by bare title."""
         stem = filename[:-3] if filename.endswith(".md") else filename
         want = norm_title(title) if title else None
-        needles = [filename, f"[[{stem}"] + ([want] if want else [])
+        # a bare title is a code span: `title`, or padded (`` `title` ``) when it starts or ends with a backtick
+        needles = [filename, f"[[{stem}"] + ([f"`{want}`", f" {want} `"] if want else [])
         by_title = None
         for sec in self.sections:
             for i, line in enumerate(sec.lines):
