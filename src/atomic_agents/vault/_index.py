@@ -38,16 +38,17 @@ SLICE_OF_SECTION = {
 SECTION_ORDER = [s for s, _ in INDEX_SECTIONS]
 DEFAULT_LIMIT = 150  # spec: "Stay under ~150 lines total before splitting into sub-indexes"
 
-# between an entry's head and its hook: a dash (the spec's ``—``), or the reference
-# implementation's ``, promoted to ...`` / ``: hook`` forms
-_SEP = r"(?:\s+(?:—|–|--|-)\s*|\s*[,:;]\s*)"
+# between an entry's head and its hook: a dash (the spec's ``—``); after a link also the
+# reference implementation's ``, promoted to ...`` and ``: hook`` forms
+_SEP = r"\s+(?:—|–|--|-)\s*"
+_LINK_SEP = r"(?:\s+(?:—|–|--|-)\s*|\s*[,:;]\s*)"
 # a code span as CommonMark reads it: a run of N backticks, the title, a run of exactly N
 _TICK = re.compile(r"^\s*[-*]\s+(?P<ticks>`+)(?!`)(?P<title>.+?)(?<!`)(?P=ticks)(?!`)(?:" + _SEP + r"(?P<hook>.*))?$")
 # link text with ``\[``, ``\]`` and ``\\`` escaped
 _LINK_TEXT = r"(?:[^\]\\]|\\.)+"
-_LINK = re.compile(r"^\s*[-*]\s+\[(?P<title>" + _LINK_TEXT + r")\]\((?P<file>[^)\s]+)\)(?:" + _SEP + r"(?P<hook>.*))?$")
+_LINK = re.compile(r"^\s*[-*]\s+\[(?P<title>" + _LINK_TEXT + r")\]\((?P<file>[^)\s]+)\)(?:" + _LINK_SEP + r"(?P<hook>.*))?$")
 _UNESCAPE = re.compile(r"\\([\[\]\\])")
-_WIKILINK = re.compile(r"^\s*[-*]\s+\[\[(?P<file>[^\]|]+)(?:\|(?P<title>[^\]]+))?\]\](?:" + _SEP + r"(?P<hook>.*))?$")
+_WIKILINK = re.compile(r"^\s*[-*]\s+\[\[(?P<file>[^\]|]+)(?:\|(?P<title>[^\]]+))?\]\](?:" + _LINK_SEP + r"(?P<hook>.*))?$")
 _SUBINDEX = re.compile(r"^INDEX_[a-z0-9_]+\.md$")
 
 
@@ -115,6 +116,12 @@ class Entry:
     title: str
     hook: str
     filename: str | None = None  # only the link forms carry it
+    target: str | None = field(default=None, repr=False, compare=False)  # the link as written, without #anchor
+
+    @property
+    def points_elsewhere(self) -> bool:
+        """A link into another folder (``../raw/x.pdf``, ``persona/USER.md``): the operator's pointer, not a unit's entry."""
+        return self.target is not None and "/" in self.target.removeprefix("./")
 
     @property
     def is_pointer(self) -> bool:
@@ -143,7 +150,8 @@ def parse_entry(line: str) -> Entry | None:
     m = _LINK.match(line)
     if m:
         target = m.group("file").split("#", 1)[0]
-        return Entry(_UNESCAPE.sub(r"\1", m.group("title")).strip(), (m.group("hook") or "").strip(), os.path.basename(target))
+        return Entry(_UNESCAPE.sub(r"\1", m.group("title")).strip(), (m.group("hook") or "").strip(), os.path.basename(target),
+                     target=target)
     m = _WIKILINK.match(line)
     if m:
         target = m.group("file").strip()
@@ -403,8 +411,10 @@ class Index:
 
         Returns what changed: ``added``, ``moved``, ``retitled``, ``dropped``
         (orphan and duplicate lines), ``kept_unreadable`` (files whose line
-        was kept unparsed) and ``kept_unmatched`` (lines kept because an
-        unreadable unit's line could not be told apart).
+        was kept unparsed), ``kept_unmatched`` (lines kept because an
+        unreadable unit's line could not be told apart) and ``kept_orphans``
+        (entries naming no file in a hand-written section, left to the
+        operator). Links into other folders (``../raw/...``) are never touched.
         """
         unreadable = unreadable or {}
         by_file = {w.filename: w for w in wanted}
@@ -412,10 +422,11 @@ class Index:
         for w in wanted:
             by_title.setdefault(norm_title(w.title), []).append(w.filename)
         unread_titles = {norm_title(t): f for f, ts in unreadable.items() for t in ts}
+
         covered: set[str] = set()  # units whose entry stays where it is
         claimed: set[str] = set()  # units a line was found for (a later line for one is a duplicate)
         moving: dict[str, tuple[Entry, str]] = {}
-        report: dict[str, list[str]] = {k: [] for k in ("added", "moved", "retitled", "dropped", "kept_unreadable", "kept_unmatched")}
+        report: dict[str, list[str]] = {k: [] for k in ("added", "moved", "retitled", "dropped", "kept_unreadable", "kept_unmatched", "kept_orphans")}
         orphans: list[tuple[_Section, str]] = []
 
         def identify(e: Entry, heading: str) -> str | None:
@@ -442,8 +453,10 @@ class Index:
                     owner = fname if fname in unreadable else unread_titles.get(norm_title(e.title))
                     if owner is not None:
                         report["kept_unreadable"].append(owner)
-                    elif sec.heading == PROMOTED:
-                        pass  # a promotion whose note is gone: the persona file holds it now
+                    elif sec.heading == PROMOTED or e.points_elsewhere:
+                        pass  # a promotion whose note is gone (the persona holds it), or a link to another folder
+                    elif sec.heading not in self.order:
+                        report["kept_orphans"].append(line.strip())  # the operator's own section: theirs to remove
                     else:
                         orphans.append((sec, line))
                     out.append(line)

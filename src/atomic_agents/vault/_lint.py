@@ -202,6 +202,8 @@ def _index_coverage(agent: Agent, unit_type: UnitType, units: list[Note], names:
             if e.filename in names:
                 covered.add(e.filename)
                 continue
+            if e.points_elsewhere:
+                continue  # a link into another folder (raw/, persona/): not a unit's entry
         elif norm_title(e.title) in titles or e.title in names:
             covered.update(titles.get(norm_title(e.title), [e.title]))
             continue
