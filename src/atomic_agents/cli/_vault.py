@@ -289,8 +289,17 @@ def index_show(agent: AgentArg, wiki: WikiFlag = False) -> None:
 def index_rebuild(agent: AgentArg, wiki: WikiFlag = False) -> None:
     """Regenerate the INDEX from the files, keeping hand-edited hooks of existing entries."""
     result = _agent(agent).rebuild_index("wiki" if wiki else "memory")
-    written = ", ".join(result["files_written"]) or "nothing (up to date)"
-    emit(result, wants_json(), lambda: write_lines([f"{result['entries']} entries; wrote {written}"]))
+
+    def summary() -> None:
+        written = ", ".join(result["files_written"]) or "nothing (up to date)"
+        lines = [f"{result['entries']} entries for {result['units']} files; wrote {written}"]
+        for key, what in (("added", "added"), ("moved", "moved"), ("dropped", "dropped"), ("kept_unmatched", "kept (may be an unreadable file's)")):
+            lines += [f"  {what}: {item}" for item in result.get(key, [])]
+        write_lines(lines)
+        for err in result["unreadable"]:
+            print(f"  unreadable, its INDEX line kept: {err}", file=sys.stderr)
+
+    emit(result, wants_json(), summary)
 
 
 @journal_app.command("add")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -19,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io import FileLock, atomic_write_many, sweep_stale_temps
+from .._io import FileLock, atomic_write, atomic_write_many, sweep_stale_temps
 from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, ValidationError
 from ._cache import ParseCache, stamp_of
 from ._frontmatter import Document, read, render_document
-from ._index import ARCHIVE, PROMOTED, Index, _Section, section_for
-from ._lint import check_units
+from ._index import ARCHIVE, PROMOTED, Index, Wanted, is_persona_ref, section_for
+from ._lint import check_units, guess_titles
 from ._names import check_agent_name, check_topic, safe_child
 from ._units import Note, NoteDraft, UnitType, WikiDraft, order_meta
 from ._upgrade import upgrade_for_write
@@ -45,6 +46,7 @@ class _Write:
     old_title: str | None
     refresh_hook: bool
     is_new: bool = False
+    links: dict[str, str] | None = None  # supersede fields this operation sets (rolled forward after a crash)
 
 
 class Agent:
@@ -154,12 +156,12 @@ class Agent:
                     continue
                 rel = f"{unit_type}/{name}"
                 stamp = stamp_of(os.stat(p))
-                meta = cache.get(rel, stamp)
+                meta = cache.get(rel, stamp, p)
                 if meta is not None:
                     notes.append(Note(p, unit_type, Document(meta=meta, body="", lazy=True)))
                     continue
                 doc = read(p)
-                cache.put(rel, stamp, doc.meta)
+                cache.put(rel, stamp, doc.meta, p)
                 notes.append(Note(p, unit_type, doc))
             except FrontmatterParseError as exc:
                 errors.append(exc)
@@ -234,7 +236,7 @@ class Agent:
                 if unit_type == "memory" and isinstance(d, NoteDraft) and d.supersedes:
                     supersede_old.append((d.supersedes, d.filename))
             for old_name, new_name in supersede_old:
-                writes.append(self._prepare_supersede_old(old_name, new_name, today))
+                writes.append(self._prepare_supersede_old(old_name, new_name, today))  # renamed after the new notes
             self._commit(unit_type, writes, today)
             return [Note(w.path, unit_type, w.doc) for w in writes[: len(drafts)]]
 
@@ -291,6 +293,7 @@ class Agent:
             meta = upgrade_for_write(self.agents_root, new_note.meta, unit_type="memory", path=new_note.path)
             meta["supersedes"] = old
             w_new = self._prepare(new_note.path, "memory", new_note.doc, meta, None, new_note.name, False)
+            w_new.links = {"supersedes": old}
             self._commit("memory", [w_old, w_new], today)
             return (
                 Note(w_old.path, "memory", w_old.doc),
@@ -303,7 +306,9 @@ class Agent:
             raise ConflictError(f"{old}: already superseded by {note.superseded_by}", path=note.path)
         meta = upgrade_for_write(self.agents_root, note.meta, unit_type="memory", path=note.path)
         meta["superseded_by"] = new
-        return self._prepare(note.path, "memory", note.doc, meta, None, note.name, True)
+        w = self._prepare(note.path, "memory", note.doc, meta, None, note.name, True)
+        w.links = {"superseded_by": new}
+        return w
 
     def _prepare(
         self,
@@ -351,6 +356,8 @@ class Agent:
         name = meta.get("name")
         title = name if isinstance(name, str) and name else filename
         if isinstance(sup, str) and sup:
+            if unit_type == "memory" and is_persona_ref(sup):
+                return title, f"promoted {today.isoformat()} from {filename}", PROMOTED
             return title, f"superseded by {sup}, {today.isoformat()}", ARCHIVE
         section = section_for(meta.get("type"), False) if unit_type == "memory" else "Pages"
         return title, str(meta.get("description") or ""), section
@@ -367,12 +374,11 @@ class Agent:
             # a file we would replace changed since we cached it: start again from disk
             idx, stamps = self.index(unit_type), None
             index_files = self._apply(idx, unit_type, writes, today)
-        if index_files:
-            intent = json.dumps([{"file": w.path.name, "old_title": w.old_title} for w in writes])
-            _set_marker(folder, intent.encode("utf-8"))
+        if index_files or any(w.links for w in writes):
+            _set_marker(folder, _intent(writes))
         # notes first, then the INDEX; all fsynced together before the first rename
         atomic_write_many([(w.path, w.text) for w in writes] + [(folder / n, t) for n, t in index_files.items()])
-        if index_files:
+        if index_files or any(w.links for w in writes):
             _set_marker(folder, b"")
         idx.mark_saved(index_files)
         if stamps is None:
@@ -389,7 +395,15 @@ class Agent:
         return idx.changed_files()
 
     def _recover(self, unit_type: UnitType, today: dt.date) -> bool:
-        """Roll the INDEX forward after a crash between a note write and its INDEX update."""
+        """Roll an interrupted write forward after a crash between its renames.
+
+        The intent record lists every file of the operation with a digest of
+        the text it was to get. A file whose bytes match has landed. If some
+        landed and others did not, the operation is completed: the supersede
+        link a missing file was to get is set on it (both sides of a link are
+        always written together). Then each entry is put in the INDEX, with
+        the new hook for files that landed with a changed description.
+        """
         folder = self.folder(unit_type)
         try:
             with open(folder / _MARKER, "rb") as fh:
@@ -398,13 +412,22 @@ class Agent:
             return False
         if not raw:
             return False  # nothing pending
+        items: list[dict[str, Any]]
         try:
             pending = json.loads(raw)
-            items = [(p["file"], p.get("old_title")) for p in pending]
+            items = [p for p in pending if isinstance(p, dict) and isinstance(p["file"], str)]
+            if len(items) != len(pending):
+                raise TypeError
         except (ValueError, KeyError, TypeError):
-            items = [(p.name, None) for p in self.unit_files(unit_type)]
+            items = [{"file": p.name} for p in self.unit_files(unit_type)]  # torn record: reconcile every entry
+        landed = [_landed(folder / str(p["file"]), p.get("digest")) for p in items]
+        if any(landed):
+            for k, p in enumerate(items):
+                if not landed[k] and isinstance(p.get("set"), dict) and self._roll_forward_links(folder / p["file"], p["set"]):
+                    landed[k] = True
         idx = self.index(unit_type)
-        for filename, old_title in items:
+        for p, done in zip(items, landed):
+            filename, old_title = str(p["file"]), p.get("old_title")
             path = folder / filename
             try:
                 doc = read(path)
@@ -413,48 +436,67 @@ class Agent:
                     idx.remove(filename, old_title)
                 continue
             title, hook, section = self._entry_for(doc.meta, filename, unit_type, today)
-            idx.upsert(filename, title=title, hook=hook, section=section, old_title=old_title, refresh_hook=False)
+            idx.upsert(filename, title=title, hook=hook, section=section, old_title=old_title,
+                       refresh_hook=bool(done and p.get("refresh")))
         atomic_write_many([(folder / n, t) for n, t in idx.changed_files().items()])
         _set_marker(folder, b"")
         return True
 
-    def rebuild_index(self, unit_type: UnitType = "memory", *, today: dt.date | None = None) -> dict[str, Any]:
-        """Regenerate the INDEX from the files, keeping hand-edited hooks of existing entries.
+    def _roll_forward_links(self, path: Path, links: dict[str, Any]) -> bool:
+        """Set the supersede fields an interrupted operation did not get to write; True if the file now has them."""
+        try:
+            note = Note(path, "memory", read(path))
+        except (FileNotFoundError, FrontmatterParseError):
+            return False
+        meta = dict(note.meta)
+        todo = {k: v for k, v in links.items() if k in ("supersedes", "superseded_by") and isinstance(v, str)}
+        if all(meta.get(k) == v for k, v in todo.items()):
+            return True
+        if any(meta.get(k) not in (None, "", v) for k, v in todo.items()):
+            return False  # changed by hand since: leave it to lint
+        meta.update(todo)
+        try:
+            meta = upgrade_for_write(self.agents_root, meta, unit_type="memory", path=path)
+            w = self._prepare(path, "memory", note.doc, meta, None, note.name, True)
+        except ValidationError:
+            return False  # lint reports the one-sided link
+        atomic_write(path, w.text)
+        return True
 
-        Entries in sections no note maps to (Recently Promoted to Persona) are kept;
-        entries naming no file are dropped; the preamble is kept.
+    def rebuild_index(self, unit_type: UnitType = "memory", *, today: dt.date | None = None) -> dict[str, Any]:
+        """Bring the INDEX in line with the files, keeping what the operator wrote.
+
+        Hand-written sections, their order and lines, the preamble, hooks and
+        positions of existing entries, and every line under Recently Promoted
+        to Persona are kept (see :meth:`Index.reconcile`). A unit that cannot
+        be parsed keeps its line and is reported under ``unreadable``;
+        ``entries`` counts the INDEX entries of units, ``units`` the files.
         """
         today = today or dt.date.today()
         with self.locked():
             self._recover(unit_type, today)
-            old = self.index(unit_type)
-            kept_hooks = {}
-            for section, e in old.entries():
-                kept_hooks[(section, e.filename or e.title)] = e
+            idx = self.index(unit_type)
             cache = self.parse_cache()
             notes, errors = self.scan(unit_type, cache=cache)
             cache.save()
-            fresh = Index(self.folder(unit_type), title=self.title, limit=self.index_limit, kind=old.kind, order=old.order)
-            fresh.preamble = old.preamble or [f"# {self.title} — {old.kind} Index", ""]
-            fresh.loaded = old.loaded
-            fresh.sections = [_Section(h, [""]) for h in old.order]
-            for sec in old.sections:
-                if sec.heading not in old.order or sec.heading == PROMOTED:
-                    target = fresh._section(sec.heading)
-                    target.lines = [l for l in sec.lines]
+            if not idx.loaded:
+                idx.preamble = [f"# {self.title} — {idx.kind} Index", ""]
             notes.sort(key=lambda n: (str(n.captured or ""), n.filename))
-            for n in notes:
-                title, hook, section = self._entry_for(n.meta, n.filename, unit_type, today)
-                prior = kept_hooks.get((section, n.filename)) or kept_hooks.get((section, title))
-                if prior is not None and (section != ARCHIVE or prior.hook.startswith("superseded by")):
-                    hook = prior.hook
-                fresh.upsert(n.filename, title=title, hook=hook, section=section, is_new=True)
-            for sec in fresh.sections:
-                sec.dirty = True  # a rebuild re-renders every file; unchanged ones are still not written
-            files = fresh.changed_files()
-            atomic_write_many([(self.folder(unit_type) / n, t) for n, t in files.items()])
-            _set_marker(self.folder(unit_type), b"")  # tells other writers' caches the INDEX changed
-            return {"entries": len(notes), "files_written": sorted(files), "unreadable": [str(e) for e in errors]}
+            wanted = [Wanted(n.filename, *self._entry_for(n.meta, n.filename, unit_type, today)) for n in notes]
+            unreadable = {os.path.basename(e.path): guess_titles(e.path) for e in errors if e.path}
+            report = idx.reconcile(wanted, unreadable)
+            files = idx.changed_files()
+            folder = self.folder(unit_type)
+            atomic_write_many([(folder / n, t) for n, t in files.items()])
+            _set_marker(folder, b"")  # tells other writers' caches the INDEX changed
+            entries = len(wanted) + len(set(report["kept_unreadable"]))
+            return {
+                "entries": entries,
+                "units": len(notes) + len(errors),
+                "files_written": sorted(files),
+                "unreadable": [str(e) for e in errors],
+                **{k: v for k, v in report.items() if v},
+            }
 
     # ---------------------------------------------------------------- validate
     def validate(self, *, today: dt.date | None = None) -> list[Issue]:
@@ -485,12 +527,39 @@ def _set_marker(folder: Path, payload: bytes) -> None:
         os.close(fd)
 
 
-def _file_stamp(path: Path) -> tuple[int, int, int] | None:
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _intent(writes: list[_Write]) -> bytes:
+    """The intent record of one operation: per file, the digest of its new text and what to roll forward."""
+    rows = []
+    for w in writes:
+        row: dict[str, Any] = {"file": w.path.name, "old_title": w.old_title, "refresh": w.refresh_hook,
+                               "digest": _digest(w.text.encode("utf-8"))}
+        if w.links:
+            row["set"] = w.links
+        rows.append(row)
+    return json.dumps(rows).encode("utf-8")
+
+
+def _landed(path: Path, digest: Any) -> bool:
+    """Does ``path`` hold the text the intent record was written for? (unknown digest: no)"""
+    if not isinstance(digest, str):
+        return False
+    try:
+        return _digest(path.read_bytes()) == digest
+    except OSError:
+        return False
+
+
+def _file_stamp(path: Path) -> tuple[int, int, int, int] | None:
+    """What tells a file changed: an atomic replace makes a new inode, an in-place edit sets the ctime."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _key_stamp(folder: Path) -> tuple[Any, ...]:

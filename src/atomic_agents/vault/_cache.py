@@ -1,26 +1,37 @@
-"""A parse cache for validate and lint, keyed by each file's inode, size and mtime.
+"""A parse cache for validate and lint, keyed by each file's inode, size, mtime and ctime.
 
 Parsing is what makes checking 10,000 notes slow; most notes do not change
 between two runs. Like ruff's or mypy's caches, this one is an optimisation
-only: an entry is used only when the file's (inode, size, mtime_ns) is exactly
-what it was when parsed (an atomic write always makes a new inode), and the
-cache lives in ``<agents_root>/_cache/vault/<agent>.json``, a regeneratable
-folder the migration snapshot leaves out. Delete it at any time.
+only: an entry is used only when the file's (inode, size, mtime_ns, ctime_ns)
+is exactly what it was when parsed. An atomic write makes a new inode; an
+in-place edit that keeps size and mtime (``cp -p``, ``touch -r``) still sets
+the ctime, which no user call can set back. A file changed so shortly before
+it was cached that a second change could fall in the same timestamp tick (the
+kernel's clock is coarse; some file systems keep seconds) is "racy", as in
+git's index: its entry also holds a digest of the bytes, checked on use until
+the file is old enough for the stamp alone to be trusted.
+
+The cache lives in ``<agents_root>/_cache/vault/<agent>.json``, a
+regeneratable folder the migration snapshot leaves out. Delete it at any time.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 
 __all__ = ["ParseCache"]
 
-_FORMAT = 2
+_FORMAT = 3
+#: a file stamped less than this before it was cached is checked by digest (FAT keeps 2 s, HFS+ 1 s)
+RACY_NS = 2_000_000_000
 
 
 def _package_version() -> str:
@@ -55,11 +66,23 @@ def _plain_json(value: Any) -> bool:
     return False
 
 
-Stamp = tuple[int, int, int]
+Stamp = tuple[int, int, int, int]
 
 
 def stamp_of(st: os.stat_result) -> Stamp:
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _racy(stamp: Stamp) -> bool:
+    return time.time_ns() - max(stamp[2], stamp[3]) < RACY_NS
+
+
+def _digest(path: str | os.PathLike[str]) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.blake2b(fh.read(), digest_size=16).hexdigest()
+    except OSError:
+        return None
 
 
 class ParseCache:
@@ -80,12 +103,19 @@ class ParseCache:
         """Say that every file of ``folder`` will be looked up (so absent ones can be dropped)."""
         self._scanned.add(folder)
 
-    def get(self, rel: str, stamp: Stamp) -> dict[str, Any] | None:
-        """The cached frontmatter of ``rel`` if the file is unchanged, else ``None``."""
+    def get(self, rel: str, stamp: Stamp, path: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
+        """The cached frontmatter of ``rel`` if the file (at ``path``) is unchanged, else ``None``."""
         self._seen.add(rel)
         entry = self._entries.get(rel)
         if entry is None or tuple(entry[0]) != stamp:
             return None
+        known = entry[4] if len(entry) > 4 else None
+        if known is not None:
+            if path is None or _digest(path) != known:
+                return None  # a racy entry we cannot check, or changed within one timestamp tick
+            if not _racy(stamp):
+                entry[4] = None  # checked after the tick: from now on the stamp alone tells
+                self._dirty = True
         try:
             meta = dict(entry[1])
             for key in entry[2]:
@@ -94,13 +124,20 @@ class ParseCache:
         except (ValueError, TypeError, KeyError, IndexError):
             return None  # a damaged entry: parse the file again
 
-    def put(self, rel: str, stamp: Stamp, meta: dict[str, Any]) -> None:
+    def put(self, rel: str, stamp: Stamp, meta: dict[str, Any], path: str | os.PathLike[str] | None = None) -> None:
+        """Cache the frontmatter parsed from ``rel`` as stamped; a racy file also gets a digest of its bytes (read at ``path``)."""
         try:
             encoded, dates = _encode(meta)
         except TypeError:
             self._entries.pop(rel, None)
             return
-        self._entries[rel] = [list(stamp), encoded, dates, None]
+        known = None
+        if _racy(stamp):
+            known = _digest(path) if path is not None else None
+            if known is None:
+                self._entries.pop(rel, None)  # racy and not checkable: do not cache
+                return
+        self._entries[rel] = [list(stamp), encoded, dates, None, known]
         self._dirty = True
 
     def issues(self, rel: str) -> list[list[Any]] | None:

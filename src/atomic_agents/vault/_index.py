@@ -18,7 +18,10 @@ from pathlib import Path
 
 from ._models import INDEX_SECTIONS
 
-__all__ = ["ARCHIVE", "PROMOTED", "Entry", "Index", "parse_entry", "section_for"]
+__all__ = [
+    "ARCHIVE", "PROMOTED", "Entry", "Index", "Wanted", "is_persona_ref", "norm_title", "parse_entry",
+    "section_for", "title_problem",
+]
 
 ARCHIVE = "Archive (superseded)"
 PROMOTED = "Recently Promoted to Persona"
@@ -35,11 +38,75 @@ SLICE_OF_SECTION = {
 SECTION_ORDER = [s for s, _ in INDEX_SECTIONS]
 DEFAULT_LIMIT = 150  # spec: "Stay under ~150 lines total before splitting into sub-indexes"
 
+# between an entry's head and its hook: a dash (the spec's ``—``); after a link also the
+# reference implementation's ``, promoted to ...`` and ``: hook`` forms
 _SEP = r"\s+(?:—|–|--|-)\s*"
-_TICK = re.compile(r"^\s*[-*]\s+`(?P<title>[^`]+)`(?:" + _SEP + r"(?P<hook>.*))?$")
-_LINK = re.compile(r"^\s*[-*]\s+\[(?P<title>[^\]]+)\]\((?P<file>[^)\s]+)\)(?:" + _SEP + r"(?P<hook>.*))?$")
-_WIKILINK = re.compile(r"^\s*[-*]\s+\[\[(?P<file>[^\]|]+)(?:\|(?P<title>[^\]]+))?\]\](?:" + _SEP + r"(?P<hook>.*))?$")
+_LINK_SEP = r"(?:\s+(?:—|–|--|-)\s*|\s*[,:;]\s*)"
+# a code span as CommonMark reads it: a run of N backticks, the title, a run of exactly N
+_TICK = re.compile(r"^\s*[-*]\s+(?P<ticks>`+)(?!`)(?P<title>.+?)(?<!`)(?P=ticks)(?!`)(?:" + _SEP + r"(?P<hook>.*))?$")
+# link text with ``\[``, ``\]`` and ``\\`` escaped
+_LINK_TEXT = r"(?:[^\]\\]|\\.)+"
+_LINK = re.compile(r"^\s*[-*]\s+\[(?P<title>" + _LINK_TEXT + r")\]\((?P<file>[^)\s]+)\)(?:" + _LINK_SEP + r"(?P<hook>.*))?$")
+_UNESCAPE = re.compile(r"\\([\[\]\\])")
+_WIKILINK = re.compile(r"^\s*[-*]\s+\[\[(?P<file>[^\]|]+)(?:\|(?P<title>[^\]]+))?\]\](?:" + _LINK_SEP + r"(?P<hook>.*))?$")
 _SUBINDEX = re.compile(r"^INDEX_[a-z0-9_]+\.md$")
+
+
+def norm_title(title: str) -> str:
+    """A title as an INDEX line holds it: words joined by single spaces (what :func:`format_entry` writes)."""
+    return " ".join(title.split())
+
+
+def title_problem(title: str) -> str | None:
+    """Why ``title`` cannot be an INDEX title, or ``None`` if it can.
+
+    An entry is one line: a title cannot hold a line break (newline, carriage
+    return, U+2028 ...) or another control character (tab included). Every
+    other character round-trips: backticks and brackets are escaped by
+    :func:`format_entry`, and runs of spaces are compared as one space.
+
+    >>> title_problem("Run `make test` first") is None
+    True
+    >>> title_problem("two\\nlines")
+    'contains a newline; an INDEX entry is one line'
+    """
+    import unicodedata
+
+    if not title.strip():
+        return "is blank"
+    for ch in title:
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            what = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(ch, f"the control character U+{ord(ch):04X}")
+            return f"contains {what}; an INDEX entry is one line"
+    return None
+
+
+_PERSONA_FILE = re.compile(r"^(?:persona/)?(?:[A-Z][A-Z0-9_]*)\.md$")
+
+
+def is_persona_ref(target: str) -> bool:
+    """True for a persona file or section (``persona/USER.md#prefs``, ``SOUL.md``): a promotion, not a note.
+
+    >>> is_persona_ref("persona/USER.md#communication"), is_persona_ref("feedback_x.md")
+    (True, False)
+    """
+    path = target.split("#", 1)[0].strip().removeprefix("./")
+    if path.startswith("INDEX"):
+        return False
+    return bool(_PERSONA_FILE.match(path)) or path.startswith("persona/")
+
+
+_FROM_FILE = re.compile(r"\bfrom\s+\[?`?(?P<file>[A-Za-z0-9_.\-]+\.md)")
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """The entry a unit should have: what a rebuild reconciles the INDEX against."""
+
+    filename: str
+    title: str
+    hook: str
+    section: str
 
 
 @dataclass(frozen=True)
@@ -49,10 +116,22 @@ class Entry:
     title: str
     hook: str
     filename: str | None = None  # only the link forms carry it
+    target: str | None = field(default=None, repr=False, compare=False)  # the link as written, without #anchor
+
+    @property
+    def points_elsewhere(self) -> bool:
+        """A link into another folder (``../raw/x.pdf``, ``persona/USER.md``): the operator's pointer, not a unit's entry."""
+        return self.target is not None and "/" in self.target.removeprefix("./")
 
     @property
     def is_pointer(self) -> bool:
         return self.filename is not None and bool(_SUBINDEX.match(self.filename))
+
+    @property
+    def source(self) -> str | None:
+        """The note file a "Recently Promoted to Persona" line names (``promoted ... from feedback_x.md``)."""
+        m = _FROM_FILE.search(self.hook)
+        return os.path.basename(m.group("file")) if m else None
 
 
 def parse_entry(line: str) -> Entry | None:
@@ -71,7 +150,8 @@ def parse_entry(line: str) -> Entry | None:
     m = _LINK.match(line)
     if m:
         target = m.group("file").split("#", 1)[0]
-        return Entry(m.group("title").strip(), (m.group("hook") or "").strip(), os.path.basename(target))
+        return Entry(_UNESCAPE.sub(r"\1", m.group("title")).strip(), (m.group("hook") or "").strip(), os.path.basename(target),
+                     target=target)
     m = _WIKILINK.match(line)
     if m:
         target = m.group("file").strip()
@@ -81,12 +161,27 @@ def parse_entry(line: str) -> Entry | None:
 
 
 def format_entry(title: str, hook: str, filename: str | None = None) -> str:
-    """An entry in the spec's form ``- `Title` — hook``, or the link form when a filename is given."""
+    """An entry in the spec's form ``- `Title` — hook``, or the link form when a filename is given.
+
+    Any title round-trips through :func:`parse_entry` up to whitespace (see
+    :func:`title_problem` for the characters a write refuses): a title with
+    backticks is a longer code span (CommonMark), link text escapes brackets.
+
+    >>> format_entry("Run `make test` first", "before a release")
+    '- ``Run `make test` first`` — before a release'
+    >>> parse_entry(format_entry("Run `make test` first", "h")).title
+    'Run `make test` first'
+    """
     hook = " ".join(hook.split())
+    title = norm_title(title)
     if filename is not None:
-        head = f"- [{' '.join(title.replace(']', ')').split())}]({filename})"
+        text = title.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+        head = f"- [{text}]({filename})"
     else:
-        head = f"- `{' '.join(title.replace('`', chr(39)).split())}`"
+        runs = [len(r) for r in re.findall("`+", title)]
+        ticks = "`" * (max(runs) + 1 if runs else 1)
+        pad = " " if title.startswith("`") or title.endswith("`") else ""
+        head = f"- {ticks}{pad}{title}{pad}{ticks}"
     return f"{head} — {hook}" if hook else head
 
 
@@ -112,8 +207,8 @@ class _Section:
         self.dirty = True
 
 
-_ANY_TITLE = re.compile(r"^\s*[-*]\s+`([^`]+)`", re.M)
-_ANY_LINK = re.compile(r"^\s*[-*]\s+\[[^\]]+\]\(([^)\s]+)\)", re.M)
+_ANY_TITLE = re.compile(r"^\s*[-*]\s+(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.M)
+_ANY_LINK = re.compile(r"^\s*[-*]\s+\[" + _LINK_TEXT + r"\]\(([^)\s]+)\)", re.M)
 _ANY_WIKILINK = re.compile(r"^\s*[-*]\s+\[\[([^\]|]+)", re.M)
 
 
@@ -188,9 +283,11 @@ class Index:
         return out
 
     def find(self, filename: str, title: str | None) -> tuple[_Section, int] | None:
-        """Locate the entry of a note: by link filename first, else by bare title."""
+        """Locate the entry of a note: by link filename first (or the note a promoted line names), else by bare title."""
         stem = filename[:-3] if filename.endswith(".md") else filename
-        needles = [f"({filename}", f"[[{stem}", f"`{filename}`"] + ([f"`{title}`"] if title else [])
+        want = norm_title(title) if title else None
+        # a bare title is a code span: `title`, or padded (`` `title` ``) when it starts or ends with a backtick
+        needles = [filename, f"[[{stem}"] + ([f"`{want}`", f" {want} `"] if want else [])
         by_title = None
         for sec in self.sections:
             for i, line in enumerate(sec.lines):
@@ -200,18 +297,30 @@ class Index:
                 e = parse_entry(line)
                 if e is None or e.is_pointer:
                     continue
-                if e.filename == filename:
+                if e.filename == filename or (sec.heading == PROMOTED and e.filename is None and e.source == filename):
                     return sec, i
                 # a link-form entry belongs to the file it links; only bare titles match by title
-                if by_title is None and e.filename is None and e.title in (title, filename):
+                if by_title is None and e.filename is None and (e.title == filename or norm_title(e.title) == want):
                     by_title = (sec, i)
         return by_title
+
+    def placement_ok(self, heading: str, section: str) -> bool:
+        """May an entry that belongs in ``section`` stay under ``heading``?
+
+        Yes in its own section and in any hand-written section (one the spec's
+        order does not name), unless it must be in the Archive (superseded) or
+        under Recently Promoted to Persona. An entry under Recently Promoted to
+        Persona is the operator's record and always stays.
+        """
+        if heading == section or heading == PROMOTED:
+            return True
+        return section not in (ARCHIVE, PROMOTED) and heading not in self.order
 
     def _known(self) -> tuple[set[str], set[str]]:
         """Bare titles and linked filenames listed anywhere (built once, kept in step)."""
         if self._titles is None or self._files is None:
             text = "\n".join(line for sec in self.sections for line in sec.lines)
-            self._titles = {t.strip() for t in _ANY_TITLE.findall(text)}
+            self._titles = {norm_title(t) for _, t in _ANY_TITLE.findall(text)}
             files = {os.path.basename(f.split("#", 1)[0]) for f in _ANY_LINK.findall(text)}
             files |= {f.strip() if f.strip().endswith(".md") else f.strip() + ".md" for f in _ANY_WIKILINK.findall(text)}
             self._files = files
@@ -241,11 +350,14 @@ class Index:
             old_line = sec.lines[i]
             old = parse_entry(old_line)
             assert old is not None
-            keep_hook = not refresh_hook and old.title == title and sec.heading == section
+            if sec.heading == PROMOTED:
+                return False  # the operator's record of a promotion: never rewritten or moved
+            stays = self.placement_ok(sec.heading, section)
+            keep_hook = not refresh_hook and norm_title(old.title) == norm_title(title) and stays
             use_hook = old.hook if keep_hook else hook
             # keep the form the entry was written in (the reference implementation's link form too)
             new_line = format_entry(title, use_hook, old.filename)
-            if sec.heading == section:
+            if stays:
                 if old_line == new_line:
                     return False
                 sec.lines[i] = new_line
@@ -254,7 +366,7 @@ class Index:
                 return True
             del sec.lines[i]
             sec.touch(i)
-        elif is_new and " ".join(title.split()) in self._known()[0]:
+        elif is_new and norm_title(title) in self._known()[0]:
             new_line = format_entry(title, hook, filename)
         else:
             new_line = format_entry(title, hook)
@@ -282,6 +394,127 @@ class Index:
         del sec.lines[i]
         sec.touch(i)
         return True
+
+    def reconcile(self, wanted: list[Wanted], unreadable: dict[str, set[str]] | None = None) -> dict[str, list[str]]:
+        """Bring the INDEX in line with the units while keeping what the operator wrote (``index rebuild``).
+
+        ``wanted`` is every readable unit's entry, in the order new entries are
+        appended; ``unreadable`` maps each unit file that could not be parsed
+        to the titles it may be listed under. Kept as they are: the preamble,
+        every section in its order, every line that is not an entry, every
+        entry's position and hook, and every line under Recently Promoted to
+        Persona (which counts as its note's entry). Changed: a link-form
+        title that no longer matches its note; an entry in a section it cannot
+        stay in (:meth:`placement_ok`) moves; a second entry for one note is
+        dropped; an entry naming no file is dropped, unless a unit is
+        unreadable and the entry may be its own; a unit with no entry gets one.
+
+        Returns what changed: ``added``, ``moved``, ``retitled``, ``dropped``
+        (orphan and duplicate lines), ``kept_unreadable`` (files whose line
+        was kept unparsed), ``kept_unmatched`` (lines kept because an
+        unreadable unit's line could not be told apart) and ``kept_orphans``
+        (entries naming no file in a hand-written section, left to the
+        operator). Links into other folders (``../raw/...``) are never touched.
+        """
+        unreadable = unreadable or {}
+        by_file = {w.filename: w for w in wanted}
+        by_title: dict[str, list[str]] = {}
+        for w in wanted:
+            by_title.setdefault(norm_title(w.title), []).append(w.filename)
+        unread_titles = {norm_title(t): f for f, ts in unreadable.items() for t in ts}
+
+        covered: set[str] = set()  # units whose entry stays where it is
+        claimed: set[str] = set()  # units a line was found for (a later line for one is a duplicate)
+        moving: dict[str, tuple[Entry, str]] = {}
+        report: dict[str, list[str]] = {k: [] for k in ("added", "moved", "retitled", "dropped", "kept_unreadable", "kept_unmatched", "kept_orphans")}
+        orphans: list[tuple[_Section, str]] = []
+
+        def identify(e: Entry, heading: str) -> str | None:
+            if e.filename is not None:
+                return e.filename
+            if heading == PROMOTED and e.source is not None:
+                return e.source
+            if e.title in by_file or e.title in unreadable:
+                return e.title  # an entry titled by its filename (a note without a name)
+            for fname in by_title.get(norm_title(e.title), []):
+                if fname not in claimed:
+                    return fname
+            return None
+
+        for sec in self.sections:
+            out: list[str] = []
+            for line in sec.lines:
+                e = parse_entry(line)
+                if e is None or e.is_pointer:
+                    out.append(line)
+                    continue
+                fname = identify(e, sec.heading)
+                if fname is None or fname not in by_file:
+                    owner = fname if fname in unreadable else unread_titles.get(norm_title(e.title))
+                    if owner is not None:
+                        report["kept_unreadable"].append(owner)
+                    elif sec.heading == PROMOTED or e.points_elsewhere:
+                        pass  # a promotion whose note is gone (the persona holds it), or a link to another folder
+                    elif sec.heading not in self.order:
+                        report["kept_orphans"].append(line.strip())  # the operator's own section: theirs to remove
+                    else:
+                        orphans.append((sec, line))
+                    out.append(line)
+                    continue
+                if sec.heading == PROMOTED:
+                    covered.add(fname)  # counts as its entry, wherever the section is
+                    out.append(line)
+                    continue
+                if fname in claimed:
+                    report["dropped"].append(line.strip())  # a second entry for the same note
+                    continue
+                claimed.add(fname)
+                w = by_file[fname]
+                if not self.placement_ok(sec.heading, w.section):
+                    moving[fname] = (e, line)
+                    continue
+                covered.add(fname)
+                hook = e.hook
+                if w.section == ARCHIVE and hook.startswith("superseded by"):
+                    replacement = w.hook.removeprefix("superseded by ").rsplit(",", 1)[0]
+                    if replacement not in hook:
+                        hook = w.hook  # the line names an older replacement
+                if hook != e.hook or (e.filename is not None and e.title != norm_title(w.title)):
+                    if e.title != norm_title(w.title):
+                        report["retitled"].append(fname)
+                    line = format_entry(w.title, hook, e.filename)
+                out.append(line)
+            sec.lines = out
+        # an entry naming no file goes, unless an unreadable unit's line could not be found
+        unplaced = set(unreadable) - set(report["kept_unreadable"])
+        for sec, line in orphans:
+            if unplaced:
+                report["kept_unmatched"].append(line.strip())
+            else:
+                sec.lines.remove(line)
+                report["dropped"].append(line.strip())
+        self._titles = self._files = None
+        for w in wanted:
+            if w.filename in covered:
+                if w.filename in moving:  # listed as promoted too: that line is its entry
+                    report["dropped"].append(moving[w.filename][1].strip())
+                continue
+            prior = moving[w.filename][0] if w.filename in moving else None
+            if prior is not None:
+                same_kind = (w.section == ARCHIVE) == prior.hook.startswith("superseded by")
+                line = format_entry(w.title, prior.hook if same_kind and w.section != PROMOTED else w.hook, prior.filename)
+                report["moved"].append(w.filename)
+            else:
+                link = w.filename if norm_title(w.title) in self._known()[0] else None
+                line = format_entry(w.title, w.hook, link)
+                report["added"].append(w.filename)
+            target = self._section(w.section)
+            _insert(target, line)
+            self._note(line)
+            covered.add(w.filename)
+        for sec in self.sections:
+            sec.touch(0)  # re-render every file; changed_files() still writes only those whose text changed
+        return report
 
     def _section(self, heading: str) -> _Section:
         for sec in self.sections:
@@ -399,10 +632,22 @@ def _trim(lines: list[str]) -> list[str]:
 
 
 def _insert(sec: _Section, line: str) -> int:
-    """Append after the section's last non-blank line, keeping its trailing blank lines; return its index."""
-    i = len(sec.lines)
-    while i > 0 and not sec.lines[i - 1].strip():
+    """Put a new entry after the section's last entry (else its last non-blank line); return its index.
+
+    Hand-written lines after the entries (a rule ``---``, a note) stay after them,
+    and the section's trailing blank lines stay.
+    """
+    end = len(sec.lines)
+    while end > 0 and not sec.lines[end - 1].strip():
+        end -= 1
+    i = end
+    while i > 0:
+        prev = sec.lines[i - 1]
+        if prev.lstrip().startswith(("-", "*")) and parse_entry(prev) is not None:
+            break
         i -= 1
+    if i == 0:
+        i = end  # no entry yet: after the section's text
     sec.lines.insert(i, line)
     if i == len(sec.lines) - 1:
         sec.lines.append("")

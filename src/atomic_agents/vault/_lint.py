@@ -2,29 +2,34 @@
 
 Errors (non-zero exit): invalid notes and wiki pages (file, field, rule),
 unparseable frontmatter, broken supersede links, INDEX entries naming no file,
-notes with no INDEX entry, bad ``tools.md`` / ``model.md``.
+notes with no INDEX entry, an interrupted write not yet rolled forward, bad
+``tools.md`` / ``model.md``.
 Warnings: stale (``last_seen`` older than ``stale_days``), expired
-(``expires_at`` passed: an archive candidate), over-long name/description, a
-large pinned set. Hints: time-bounded types with undated filenames.
+(``expires_at`` passed: an archive candidate), one-sided supersede links,
+over-long name/description, a large pinned set. Hints: time-bounded types with
+undated filenames, notes promoted to a persona file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._schema import CURRENT_SCHEMA_VERSION
 from ..exceptions import FrontmatterParseError
 from ._cache import ParseCache
+from ._index import PROMOTED, is_persona_ref, norm_title
 from ._units import Note, UnitType
 from ._validate import NOTE_FILENAME, Issue, validate_note_meta, validate_wiki_meta
 
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["LintReport", "check_units", "lint_agent"]
+__all__ = ["LintReport", "check_units", "dated_filename", "guess_titles", "lint_agent"]
 
 STALE_DAYS = 90
 PINNED_BUDGET = 10  # spec: "every pinned memory is a tax on the always-loaded budget"
@@ -87,6 +92,8 @@ def check_units(agent: Agent, *, strict_index: bool = True, scanned: Scanned | N
         validator = validate_note_meta if unit_type == "memory" else validate_wiki_meta
         names = {u.filename for u in units} | {e.path.rsplit("/", 1)[-1] for e in errors if e.path}
         prefix = f"{agent.name}/{agent.folder(unit_type).name}/"
+        issues.extend(_pending_write(agent, unit_type))
+        by_name = {u.filename: u for u in units}
         for u in units:
             rel = prefix + u.filename
             key = f"{unit_type}/{u.filename}"
@@ -99,24 +106,77 @@ def check_units(agent: Agent, *, strict_index: bool = True, scanned: Scanned | N
                 if cache is not None:
                     cache.set_issues(key, [[i.field, i.rule, i.message, i.severity] for i in fresh])
                 issues.extend(fresh)
-            issues.extend(_links(u, names, rel))
+            issues.extend(_links(agent, u, names, by_name, rel))
         if strict_index:
-            issues.extend(_index_coverage(agent, unit_type, units, names))
+            unreadable = {os.path.basename(e.path): guess_titles(e.path) for e in errors if e.path}
+            issues.extend(_index_coverage(agent, unit_type, units, names, unreadable))
     if own_cache and cache is not None:
         cache.save()
     return issues
 
 
-def _links(u: Note, names: set[str], rel: str) -> list[Issue]:
-    out = []
-    for key in ("supersedes", "superseded_by"):
-        target = u.meta.get(key)
-        if isinstance(target, str) and target and target not in names:
-            out.append(Issue(rel, key, "supersede-link", f"points to {target}, which does not exist"))
+_NAME_LINE = re.compile(r"^name:[ \t]*(?P<v>.*?)[ \t]*$", re.M)
+
+
+def guess_titles(path: str) -> set[str]:
+    """Titles an unparseable unit may be listed under: its filename, and a ``name:`` line if one is there."""
+    out = {os.path.basename(path)}
+    with contextlib.suppress(OSError):
+        with open(path, "rb") as fh:
+            head = fh.read(65536).decode("utf-8", "replace")
+        for m in _NAME_LINE.finditer(head):
+            value = m.group("v")
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            if value:
+                out.add(value)
     return out
 
 
-def _index_coverage(agent: Agent, unit_type: UnitType, units: list[Note], names: set[str]) -> list[Issue]:
+def _pending_write(agent: Agent, unit_type: UnitType) -> list[Issue]:
+    """A non-empty intent record: a writer died between its renames and nobody has rolled it forward yet."""
+    marker = agent.folder(unit_type) / ".index-pending.json"
+    try:
+        size = os.stat(marker).st_size
+    except OSError:
+        return []
+    if size == 0:
+        return []
+    rel = str(marker.relative_to(agent.agents_root))
+    return [Issue(rel, None, "interrupted-write",
+                  "a write was interrupted between its files; run `vault validate` (or any write) to roll it forward")]
+
+
+def _links(agent: Agent, u: Note, names: set[str], by_name: dict[str, Note], rel: str) -> list[Issue]:
+    out = []
+    for key, back in (("supersedes", "superseded_by"), ("superseded_by", "supersedes")):
+        target = u.meta.get(key)
+        if not isinstance(target, str) or not target:
+            continue
+        if target in names:
+            other = by_name.get(target)
+            if other is not None and other.meta.get(back) != u.filename:
+                has = other.meta.get(back)
+                now = f"it has {back}: {has}" if isinstance(has, str) and has else f"it has no {back}"
+                out.append(Issue(rel, key, "supersede-one-sided",
+                                 f"points to {target}, but {now} (link both: vault supersede)", "warning"))
+            continue
+        if key == "superseded_by" and u.unit_type == "memory" and is_persona_ref(target):
+            persona = target.split("#", 1)[0].strip().removeprefix("./")
+            path = agent.path / (persona if "/" in persona else f"persona/{persona}")
+            if path.is_file():
+                out.append(Issue(rel, key, "promoted", f"points to {target}: promoted to a persona file, not a note", "hint"))
+            else:
+                out.append(Issue(rel, key, "supersede-link",
+                                 f"points to {target}, a persona section, not a note; and {persona} is missing"))
+            continue
+        what = "not a note (a note is a file in this folder)" if "/" in target or "#" in target else "which does not exist"
+        out.append(Issue(rel, key, "supersede-link", f"points to {target}, {what}"))
+    return out
+
+
+def _index_coverage(agent: Agent, unit_type: UnitType, units: list[Note], names: set[str],
+                    unreadable: dict[str, set[str]]) -> list[Issue]:
     folder = agent.folder(unit_type)
     if not units and not (folder / "INDEX.md").exists():
         return []
@@ -124,18 +184,28 @@ def _index_coverage(agent: Agent, unit_type: UnitType, units: list[Note], names:
     rel_index = str((folder / "INDEX.md").relative_to(agent.agents_root))
     titles: dict[str, list[str]] = {}
     for u in units:
-        titles.setdefault(u.name, []).append(u.filename)
+        titles.setdefault(norm_title(u.name), []).append(u.filename)
+    unread_titles = {norm_title(t) for ts in unreadable.values() for t in ts}
     covered: set[str] = set()
     out: list[Issue] = []
     for section, e in idx.entries():
-        if section == "Recently Promoted to Persona":
-            continue  # points at persona files, not notes
+        if e.filename is None and norm_title(e.title) in unread_titles:
+            continue  # the line of a unit that does not parse (reported as such)
+        if section == PROMOTED:
+            # the operator's record of a promotion: it covers its note, and may name none (the persona holds it)
+            named = e.filename or e.source
+            if named is not None:
+                covered.add(named)
+            covered.update(titles.get(norm_title(e.title), []))
+            continue
         if e.filename is not None:
             if e.filename in names:
                 covered.add(e.filename)
                 continue
-        elif e.title in titles or e.title in names:
-            covered.update(titles.get(e.title, [e.title]))
+            if e.points_elsewhere:
+                continue  # a link into another folder (raw/, persona/): not a unit's entry
+        elif norm_title(e.title) in titles or e.title in names:
+            covered.update(titles.get(norm_title(e.title), [e.title]))
             continue
         out.append(Issue(rel_index, section, "index-orphan", f"entry {e.title!r} names no file"))
     for u in units:
@@ -190,15 +260,42 @@ def lint_agent(
     return report
 
 
+_QUARTER = re.compile(r"^q[1-4]$")
+_YEAR = re.compile(r"^(?:19|20|21)\d{2}$")
+
+
 def _date_hints(u: Note, rel: str) -> list[Issue]:
     m = NOTE_FILENAME.match(u.filename)
     if m is None:
         return []
-    kind, period = m.group("type"), m.group("period")
+    kind, period, topic = m.group("type"), m.group("period"), m.group("topic")
     if kind in ("decision", "project") and not period and u.expires_at is not None:
         return [Issue(rel, "filename", "undated-time-bounded",
                       f"time-bounded {kind} (expires {u.expires_at}) with an undated filename; "
-                      f"consider {kind}_{u.expires_at.year}_{m.group('topic')}.md", "hint")]
+                      f"consider {dated_filename(kind, topic, u.expires_at.year)}", "hint")]
+    if kind in ("decision", "project") and period and "-" not in period and topic.split("_", 1)[0] in ("q1", "q2", "q3", "q4"):
+        quarter, rest = topic.split("_", 1) if "_" in topic else (topic, "")
+        if rest:
+            return [Issue(rel, "filename", "dated-form",
+                          f"a quarter is written into the date: consider {kind}_{period}-{quarter}_{rest}.md", "hint")]
     if kind in ("feedback", "user", "reference") and period:
         return [Issue(rel, "filename", "dated-evergreen", f"{kind} notes are evergreen; the date in the filename is unusual", "hint")]
     return []
+
+
+def dated_filename(kind: str, topic: str, year: int) -> str:
+    """The spec's ``{type}_{YYYY[-q#]}_{topic}.md`` for an undated topic: a year or quarter in the topic moves into the date.
+
+    >>> dated_filename("decision", "q3_income_target", 2026)
+    'decision_2026-q3_income_target.md'
+    >>> dated_filename("project", "launch", 2027)
+    'project_2027_launch.md'
+    """
+    words = topic.split("_")
+    quarter = next((w for w in words if _QUARTER.match(w)), None)
+    named_year = next((w for w in words if _YEAR.match(w)), None)
+    rest = [w for w in words if w not in (quarter, named_year)] or ["topic"]
+    period = named_year or str(year)
+    if quarter:
+        period += f"-{quarter}"
+    return f"{kind}_{period}_{'_'.join(rest)}.md"

@@ -17,6 +17,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from .._schema import CURRENT_SCHEMA_VERSION
 from ..exceptions import ValidationError
+from ._index import title_problem
 from ._models import NOTE_TYPES, NoteMeta, WikiMeta
 
 __all__ = [
@@ -102,6 +103,13 @@ def _check_version(meta: dict[str, Any], path: str | None, target_version: int |
     return []
 
 
+def _index_title(meta: dict[str, Any], path: str | None) -> list[Issue]:
+    """``name`` is the INDEX title: refuse what one INDEX line cannot hold, so the entry round-trips."""
+    name = meta.get("name")
+    problem = title_problem(name) if isinstance(name, str) and name else None
+    return [Issue(path, "name", "index-title", f"{name!r} {problem}")] if problem else []
+
+
 def _length_warnings(meta: dict[str, Any], path: str | None) -> list[Issue]:
     out = []
     name, desc = meta.get("name"), meta.get("description")
@@ -135,6 +143,7 @@ def validate_note_meta(
     except PydanticValidationError as exc:
         issues.extend(_map_pydantic(exc, meta, where))
     issues.extend(_check_version(meta, where, target_version))
+    issues.extend(_index_title(meta, where))
     if filename is not None:
         issues.extend(_check_note_filename(filename, meta, where))
     issues.extend(_length_warnings(meta, where))
@@ -174,6 +183,7 @@ def validate_wiki_meta(
     if "type" not in meta:
         issues.append(Issue(where, "type", "required", "required field is missing (always wiki_page)"))
     issues.extend(_check_version(meta, where, target_version))
+    issues.extend(_index_title(meta, where))
     if filename is not None and (filename.startswith("INDEX") or not WIKI_FILENAME.match(filename)):
         issues.append(Issue(where, "filename", "filename", "must match {topic}.md or {topic}_{YYYY}.md (lowercase snake_case)"))
     sources = meta.get("sources")
