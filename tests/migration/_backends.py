@@ -37,30 +37,19 @@ class _StoreUnit:
         self._backend = backend
         self._unit_id = unit_id
         self._dry_run = dry_run
-        self._original = copy.deepcopy(backend.rows[unit_id][1])
-        self._pending: dict[str, Any] | None = None
 
     unit_id = property(lambda self: self._unit_id)
     unit_type = property(lambda self: self._backend.rows[self._unit_id][0])
     dry_run = property(lambda self: self._dry_run)
 
     def read_frontmatter(self) -> dict[str, Any]:
-        if self._pending is not None:
-            return copy.deepcopy(self._pending)
         return copy.deepcopy(self._backend.rows[self._unit_id][1])
 
     def write_frontmatter(self, meta: dict[str, Any]) -> None:
         if self._dry_run:
-            self._pending = copy.deepcopy(meta)
-            return
+            return  # spec handle table: a no-op, for this handle's own reads too
         kind = self._backend.rows[self._unit_id][0]
         self._backend.rows[self._unit_id] = (kind, copy.deepcopy(meta))  # one assignment: atomic
-
-    def original_meta(self) -> dict[str, Any]:
-        return self._original
-
-    def pending_meta(self) -> dict[str, Any] | None:
-        return self._pending
 
 
 class InMemoryMigrationBackend(RunnerMixin):

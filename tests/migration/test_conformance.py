@@ -130,7 +130,8 @@ def test_must5_no_rollback_backend_dry_run_proceeds(agents_root: Path) -> None:
     write_script(agents_root, "v0_to_v1.py", V0_TO_V1)
     h = memory_harness(agents_root, rollback=False)
     result = h.backend.run_migration(1, dry_run=True)
-    assert result.ok and result.units_touched == 12
+    assert result.ok and len(result.units_touched) == 12
+    assert all(isinstance(s, dict) and s["script"] == "v0_to_v1.py" for s in result.units_touched)
 
 
 # -- MUST 6 -------------------------------------------------------------------------------
@@ -192,7 +193,7 @@ def test_must8_audit_on_success_and_dry_run(agents_root: Path, make_harness) -> 
     h.backend.run_migration(1, dry_run=False, announce=lambda *a: None)
     dry, real = h.events()
     assert (dry["dry_run"], dry["from_version"], dry["to_version"], dry["units_touched"]) == (True, 0, 1, 12)
-    assert (real["dry_run"], real["rolled_back"], real["error"], real["units_touched"]) == (False, False, None, 12)
+    assert (real["dry_run"], real["rolled_back"], real["error"], real["units_touched"]) == (False, False, "", 12)
 
 
 def test_must8_audit_on_validation_rollback(vault: Path, make_harness) -> None:
@@ -241,7 +242,7 @@ def test_must8_audit_on_manual_rollback(agents_root: Path, make_harness) -> None
     with pytest.raises(MigrationError):
         h.backend.restore_and_audit(MigrationSnapshotRef(h.backend.backend_id, "no-such-snapshot.tar.gz"))
     _, ok, failed = h.events()
-    assert (ok["rolled_back"], ok["from_version"], ok["to_version"], ok["error"]) == (True, 1, 0, None)
+    assert (ok["rolled_back"], ok["from_version"], ok["to_version"], ok["error"]) == (True, 1, 0, "")
     assert failed["rolled_back"] is False and "no-such-snapshot" in failed["error"]
 
 
@@ -266,7 +267,7 @@ def test_must8_audit_survives_lock_release_failure(agents_root: Path, make_harne
     result = h.backend.run_migration(1, dry_run=False, announce=lambda *a: None)
     assert result.ok
     [event] = h.events()
-    assert event["error"] is None and event["units_touched"] == 12
+    assert event["error"] == "" and event["units_touched"] == 12
 
 
 # -- runner rules that every backend shares -------------------------------------------------
@@ -305,7 +306,7 @@ def test_dry_run_skip_is_decided_on_the_raw_return_value(agents_root: Path, make
     make_vault(agents_root, version=None)  # 8 notes, 4 wiki pages
     write_script(agents_root, "v0_to_v1.py", EMPTY_FOR_WIKI)
     result = make_harness(agents_root).backend.run_migration(1, dry_run=True)
-    assert (result.units_touched, result.units_skipped) == (8, 4)
+    assert (len(result.units_touched), result.units_skipped) == (8, 4)
 
 
 def test_dry_run_counts_applies_to_false_as_skipped(agents_root: Path, make_harness) -> None:
@@ -313,7 +314,7 @@ def test_dry_run_counts_applies_to_false_as_skipped(agents_root: Path, make_harn
     write_note(agents_root, "caldwell", "legacy_a", version=None)
     write_script(agents_root, "v0_to_v1.py", V0_TO_V1)
     result = make_harness(agents_root).backend.run_migration(1, dry_run=True)
-    assert (result.units_touched, result.units_skipped) == (1, 12)
+    assert (len(result.units_touched), result.units_skipped) == (1, 12)
     [change] = result.changes
     assert change.added == ("schema_version",)
 
@@ -340,7 +341,7 @@ def test_validation_covers_every_unit_not_only_touched(agents_root: Path, make_h
     before = h.metas()
     result = h.backend.run_migration(1, dry_run=False, announce=lambda *a: None)
     assert result.rolled_back and not result.validation_passed
-    assert result.validation_errors and all("schema_version" in e for e in result.validation_errors)
+    assert result.validation_errors and all("schema_version" in e["error"] for e in result.validation_errors)
     assert h.metas() == before
 
 
@@ -350,7 +351,7 @@ def test_version_cliff_real_v1_to_v2_validates_and_rolls_back(vault: Path, make_
     before = h.metas()
     result = h.backend.run_migration(2, dry_run=False, announce=lambda *a: None)
     assert result.rolled_back and not result.validation_passed
-    assert any("schema_version" in e for e in result.validation_errors)
+    assert any("schema_version" in e["error"] for e in result.validation_errors)
     assert h.metas() == before
 
 

@@ -213,7 +213,7 @@ def test_unparseable_unit_is_reported_by_file_and_line_everywhere(agents_root: P
     assert u.unit_id == str(bad.resolve()) and u.line == 3
     dry = backend.run_migration(1, dry_run=True)
     assert not dry.ok and "nothing was written" in dry.error
-    assert any(f"{bad.resolve()}:3" in e for e in dry.validation_errors)
+    assert any(f"{bad.resolve()}:3" in e["error"] for e in dry.validation_errors)
     before = tree(agents_root)
     with pytest.raises(MigrationError, match=re.escape(f"{bad.resolve()}:3")):
         backend.run_migration(1, dry_run=False, **QUIET)
@@ -319,7 +319,7 @@ def test_multi_step_chain_runs_in_order(agents_root: Path, monkeypatch) -> None:
     backend = FilesystemMigrationBackend(agents_root)
     dry = backend.run_migration(2, dry_run=True)
     assert dry.ok and [s.name for s in dry.plan.scripts] == ["v0_to_v1.py", "v1_to_v2.py"]
-    assert (dry.units_touched, dry.units_skipped) == (6 + 7, 1)  # v1_to_v2 sees v0_to_v1's dry-run output
+    assert (len(dry.units_touched), dry.units_skipped) == (6 + 7, 1)  # v1_to_v2 sees v0_to_v1's dry-run output
     result = backend.run_migration(2, dry_run=False, **QUIET)
     assert result.ok and backend.read_schema_version() == 2
 

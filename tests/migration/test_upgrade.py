@@ -43,7 +43,7 @@ def test_upgrade_meta_at_target_returns_a_copy(agents_root: Path) -> None:
          "did not bring"),
         ({"v0_to_v1.py": V0_TO_V1.replace("meta = unit.read_frontmatter()", "raise KeyError('sources')")}, LEGACY,
          "KeyError"),
-        ({}, {**LEGACY, "schema_version": "1"}, "not an integer"),
+        ({}, {**LEGACY, "schema_version": "1"}, "not a schema version"),
         ({}, {**LEGACY, "schema_version": 5}, "forward only"),
     ],
     ids=["missing", "no-bump", "raises", "bad-version", "newer"],
@@ -59,4 +59,8 @@ def test_memory_unit_is_a_migratable_unit() -> None:
     unit = MemoryUnit("id-1", "memory", {"a": 1}, dry_run=True)
     assert isinstance(unit, MigratableUnit)
     unit.write_frontmatter({"a": 2})
-    assert unit.read_frontmatter() == {"a": 2} and unit.original_meta() == {"a": 1}
+    # A dry-run write is a no-op for the handle's reads too (spec handle table).
+    assert unit.read_frontmatter() == {"a": 1} and unit.pending_meta() == {"a": 2}
+    real = MemoryUnit("id-2", "memory", {"a": 1})
+    real.write_frontmatter({"a": 2})
+    assert real.read_frontmatter() == {"a": 2} and real.original_meta() == {"a": 1}

@@ -82,9 +82,14 @@ def migrate(
         return
     if rollback is not None:
         backend.restore_and_audit(rollback)
-        data = {"restored": rollback, "vault_version": backend.read_schema_version(), "rolled_back": True}
+        try:
+            version: int | None = backend.read_schema_version()
+        except Exception:  # noqa: BLE001 - the vault is restored and audited; the version is only shown
+            version = None
+        data = {"restored": rollback, "vault_version": version, "rolled_back": True}
         emit(data, as_json, lambda: console.print(
-            f"Restored snapshot {Path(rollback).name}; the vault is at v{data['vault_version']}."))
+            f"Restored snapshot {Path(rollback).name}; "
+            + (f"the vault is at v{version}." if version is not None else "its version could not be read.")))
         return
     assert to is not None
     try:
@@ -155,7 +160,7 @@ def _print_status(st: Any) -> None:
     for u in st.unparseable:
         console.print(f"  [red]does not parse[/red]: {u}")
     for uid in st.invalid_version:
-        console.print(f"  [red]schema_version is not an integer[/red]: {uid}")
+        console.print(f"  [red]schema_version is malformed (not a non-negative integer)[/red]: {uid}")
     console.print(f"Scripts: {', '.join(st.scripts) or 'none'} in _migrations/")
     console.print(f"Snapshots: {st.snapshots}")
     if st.vault_version < st.package_version:
@@ -178,14 +183,14 @@ def _print_result(result: Any, root: Path) -> None:
         bits = [f"+{k}" for k in change.added] + [f"-{k}" for k in change.removed]
         bits += [f"{a}->{b}" for a, b in change.renamed] + [f"~{k}" for k in change.changed]
         console.print(f"  {_rel(change.unit_id, root)}: {' '.join(bits)}", markup=False)
-    console.print(f"Units touched: {result.units_touched}, skipped: {result.units_skipped}")
+    console.print(f"Units touched: {len(result.units_touched)}, skipped: {result.units_skipped}")
     errors = list(result.validation_errors)
     if errors:
         label = "would fail validation" if result.dry_run else "validation errors"
         console.print(f"[red]{len(errors)} {label}[/red]:")
         prefix = str(root.resolve()) + "/"
         for e in errors[:10]:
-            console.print(f"  {e.replace(prefix, '')}", markup=False)
+            console.print(f"  {str(e['error']).replace(prefix, '')}", markup=False)
         if len(errors) > 10:
             console.print(f"  ... and {len(errors) - 10} more (--json lists all)")
     if result.error:

@@ -51,7 +51,7 @@ def make_event(
     units_touched: int = 0,
     dry_run: bool,
     rolled_back: bool = False,
-    error: str | None = None,
+    error: str = "",
 ) -> MigrationEvent:
     return MigrationEvent(
         run_id=run_id,

@@ -10,21 +10,30 @@ trail is ``_migrations/migration.jsonl``; the vault lock is ``flock`` on
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
-from .._io import FileLock
+from .._io import FileLock, atomic_write, pid_alive
 from .._schema import CURRENT_SCHEMA_VERSION
 from ..exceptions import FrontmatterParseError, LockBusyError, MigrationError
 from ._audit import AUDIT_FILE, HISTORY_FILE, append_history, record_event
 from ._commit import GroupCommit
+from ._layout import UNIT_FOLDERS, covers_unit, is_agent_name, is_unit_name
 from ._protocol import MigratableUnit
 from ._runner import RunnerMixin
 from ._scripts import list_scripts
-from ._snapshot import create_snapshot, list_snapshot_names, resolve_snapshot, restore_snapshot
-from ._types import MigrationCapabilities, MigrationEvent, MigrationSnapshotRef, MigrationStatus, UnparseableUnit
+from ._snapshot import create_snapshot, list_snapshot_names, resolve_snapshot, restore_snapshot, sweep_staging
+from ._types import (
+    MigrationCapabilities,
+    MigrationEvent,
+    MigrationPlan,
+    MigrationSnapshotRef,
+    MigrationStatus,
+    UnparseableUnit,
+)
 from ._units import FileUnit, ParseCache, peek, version_of
 
 __all__ = ["FilesystemMigrationBackend", "LOCK_FILE"]
@@ -32,22 +41,28 @@ __all__ = ["FilesystemMigrationBackend", "LOCK_FILE"]
 log = logging.getLogger("atomic_agents.migration")
 
 LOCK_FILE = ".migration.lock"
+#: The lock holder's resolved plan (pid, from_version), for the audit line of a run it refuses.
+PLAN_FILE = ".migration.lock.plan"
 #: The vault's per-agent write lock (atomic_agents.vault): held for a whole run too.
 AGENT_LOCK_FILE = ".agent.lock"
 AGENT_LOCK_WAIT = 10.0  # let an in-flight vault write finish; vault writers wait up to 120 s for us
-_UNIT_DIRS = (("memory", "memory"), ("wiki", "wiki"))
 
 
-def _is_index(name: str) -> bool:
-    # MUST 2: INDEX.md / INDEX_<slice>.md are recall sidecars, not units.
-    return name == "INDEX.md" or (name.startswith("INDEX_") and name.endswith(".md"))
+def _inside(real_root: str, real: str) -> tuple[str, ...] | None:
+    """``real`` as parts relative to ``real_root``; None when it lies outside."""
+    if real == real_root:
+        return ()
+    prefix = real_root.rstrip(os.sep) + os.sep
+    if not real.startswith(prefix):
+        return None
+    return tuple(real[len(prefix):].split(os.sep))
 
 
 class FilesystemMigrationBackend(RunnerMixin):
     """Migrate the markdown vault at ``agents_root``.
 
     >>> backend = FilesystemMigrationBackend("agents")  # doctest: +SKIP
-    >>> backend.run_migration(2, dry_run=True).units_touched  # doctest: +SKIP
+    >>> len(backend.run_migration(2, dry_run=True).units_touched)  # doctest: +SKIP
     12
     """
 
@@ -78,42 +93,49 @@ class FilesystemMigrationBackend(RunnerMixin):
 
     # -- units ----------------------------------------------------------------------
     def _unit_paths(self) -> list[tuple[str, str]]:
-        """(resolved path, unit_type) of every unit, each physical file once (MUST 2)."""
+        """(resolved path, unit_type) of every unit, each physical file once (MUST 2).
+
+        What is a unit, and whether its real location is one a snapshot keeps,
+        are both decided by ``_layout`` (the snapshot reads the same rule), so a
+        run never touches a file its rollback could not put back.
+        """
         root = self.agents_root
         if not root.is_dir():
             return []
-        real_root = str(root.resolve())
-        inside = real_root.rstrip(os.sep) + os.sep
+        real_root = os.path.realpath(root)
         # Plain strings, not Path objects: this runs three times per run over every unit.
         seen: set[str] = set()
         out: list[tuple[str, str]] = []
         for agent in sorted(os.scandir(root), key=lambda e: e.name):
-            if agent.name.startswith((".", "_")) or not agent.is_dir():
+            if not is_agent_name(agent.name) or not agent.is_dir():
                 continue  # _migrations, _dashboard, _cache, _memory, .git ...
-            for folder, unit_type in _UNIT_DIRS:
+            for folder, unit_type in UNIT_FOLDERS:
                 d = os.path.join(agent.path, folder)
                 try:
                     entries = sorted(os.scandir(d), key=lambda e: e.name)
                 except (FileNotFoundError, NotADirectoryError):
                     continue
                 real_dir = os.path.realpath(d)  # once per folder; only symlinked files resolve one by one
+                dir_parts = _inside(real_root, real_dir)
                 for f in entries:
                     name = f.name
-                    if not name.endswith(".md") or name.startswith(".") or _is_index(name):
+                    if not is_unit_name(name):
                         continue
                     if f.is_symlink():
                         real = os.path.realpath(f.path)
                         if not os.path.isfile(real):
                             continue
+                        parts = _inside(real_root, real)
                     else:
-                        real = os.path.join(real_dir, name)
                         if not f.is_file():
                             continue
+                        real = os.path.join(real_dir, name)
+                        parts = None if dir_parts is None else dir_parts + (name,)
                     if real in seen:
                         continue
-                    if not real.startswith(inside):
+                    if parts is None or not covers_unit(parts):
                         # A snapshot could not cover it, so it is never migrated.
-                        log.warning("skipping %s: it resolves outside the vault (%s)", f.path, real)
+                        log.warning("skipping %s: it resolves to %s, which a snapshot does not capture", f.path, real)
                         continue
                     seen.add(real)
                     out.append((real, unit_type))
@@ -210,6 +232,33 @@ class FilesystemMigrationBackend(RunnerMixin):
     def _lock(self) -> contextlib.AbstractContextManager[Any]:
         return _VaultLock(self.agents_root)
 
+    def _publish_plan(self, run_id: str, plan: MigrationPlan) -> None:
+        # Written under the lock, removed before it is released: a run refused by
+        # the lock reads its from_version here instead of scanning the vault (MUST 8).
+        data = {"pid": os.getpid(), "run_id": run_id, "from_version": plan.from_version, "to_version": plan.to_version}
+        try:
+            atomic_write(self.agents_root / PLAN_FILE, json.dumps(data) + "\n")
+        except OSError as exc:  # only the refused run's audit detail depends on it
+            log.warning("could not publish the migration plan: %s", exc)
+
+    def _published_from_version(self) -> int | None:
+        try:
+            fd = os.open(self.agents_root / PLAN_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            with os.fdopen(fd, "rb") as fh:
+                data = json.loads(fh.read(4096))
+            pid, version = data["pid"], data["from_version"]
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+        ok = isinstance(pid, int) and isinstance(version, int) and not isinstance(version, bool)
+        return version if ok and pid_alive(pid) else None  # a dead holder's file is stale
+
+    def _sweep_debris(self) -> None:
+        for name in sweep_staging(self.migrations_dir):
+            log.warning("removed %s, the staging folder of a rollback that was killed", self.migrations_dir / name)
+
     def _record_event(self, event: MigrationEvent) -> None:
         record_event(self.audit_path, event)
 
@@ -236,6 +285,11 @@ class FilesystemMigrationBackend(RunnerMixin):
         )
 
 
+def _drop_plan(root: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(root / PLAN_FILE)
+
+
 class _VaultLock:
     """The migration lock (refused at once if held), then every agent's write lock.
 
@@ -253,8 +307,9 @@ class _VaultLock:
         main.acquire()  # LockBusyError: the runner answers "Another migration is already running"
         self._held.append(main)
         try:
+            _drop_plan(self.root)  # a killed holder's plan is not ours
             for agent in sorted(os.scandir(self.root), key=lambda e: e.name):
-                if agent.name.startswith((".", "_")) or not agent.is_dir(follow_symlinks=False):
+                if not is_agent_name(agent.name) or not agent.is_dir(follow_symlinks=False):
                     continue
                 lock = FileLock(Path(agent.path) / AGENT_LOCK_FILE, timeout=AGENT_LOCK_WAIT, what=f"agent {agent.name!r}")
                 try:
@@ -271,6 +326,8 @@ class _VaultLock:
 
     def __exit__(self, *exc: object) -> None:
         held, self._held = self._held, []
+        if held:
+            _drop_plan(self.root)
         for lock in reversed(held):
             with contextlib.suppress(OSError):
                 lock.release()

@@ -86,8 +86,8 @@ class MigrationBackend(Protocol):
         """Every unit exactly once, ``unit_type`` set, sidecars excluded (MUST 2)."""
         ...
 
-    def apply_unit(self, unit: MigratableUnit, script: LoadedScript, dry_run: bool = True) -> dict[str, Any] | None:
-        """Run ``script.migrate(unit)``; on a real run verify the version bump (MUST 7)."""
+    def apply_unit(self, unit: MigratableUnit, script: LoadedScript, dry_run: bool = True) -> dict[str, Any]:
+        """``applies_to`` then ``migrate`` on one unit: its summary, ``{}`` if skipped; verify the bump (MUST 7)."""
         ...
 
     def snapshot(self, target_version: int) -> MigrationSnapshotRef:

@@ -1,11 +1,12 @@
 """Snapshots of a vault as ``tar.gz``, and the restore that only puts back what they hold.
 
 What a snapshot leaves out (spec: "excluding caches, logs, and other
-regeneratable artifacts"): ``_migrations/`` (scripts, snapshots, audit),
-``_dashboard/``, ``_cache/``, the memory store's ``_memory/`` (a live SQLite
-file is never tarred; the store has its own export), every dot-entry
-(``.git/``, ``.migration.lock``, atomic-write temp files), ``log/`` folders and
-``*.jsonl`` run logs.
+regeneratable artifacts") is decided by :mod:`._layout`, the same rule that
+says what a unit is, so every unit a run can touch is in its snapshot:
+``_migrations/``, ``_dashboard/``, ``_cache/``, the memory store's ``_memory/``
+(a live SQLite file is never tarred; the store has its own export), dot-entries
+(``.git/``, ``.migration.lock``, atomic-write temp files), an agent's own
+``log/`` folder and ``*.jsonl`` run logs.
 
 Restore (spec MUST 4) never swaps the vault wholesale: the archive is first
 extracted in full to a staging folder on the same filesystem, and its gzip CRC
@@ -32,6 +33,7 @@ from pathlib import Path, PurePosixPath
 
 from .._io import fsync_dir, pid_alive
 from ..exceptions import MigrationError, MigrationSnapshotNotFound
+from ._layout import is_excluded
 
 __all__ = [
     "SNAPSHOT_NAME",
@@ -40,31 +42,16 @@ __all__ = [
     "list_snapshot_names",
     "resolve_snapshot",
     "restore_snapshot",
+    "sweep_staging",
 ]
 
-SNAPSHOT_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{6}_pre_v\d+_migration(?:-\d+)?\.tar\.gz$")
+SNAPSHOT_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{6}_pre_v\d+_migration(?:-\d+)?\.tar\.gz$", re.ASCII)
 
-_TOP_EXCLUDED = frozenset({"_migrations", "_dashboard", "_cache", "_memory"})
-_DIR_EXCLUDED = frozenset({"_cache", "__pycache__", "log", "logs"})
-_SUFFIX_EXCLUDED = (".jsonl", ".tmp", ".pyc", ".lock", ".db", ".db-wal", ".db-shm", ".sqlite", ".sqlite3")
 # Temp files of _io.atomic_write: ".<name>.<pid>.<ns>.tmp".
-_ATOMIC_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.\d+\.tmp$")
+_ATOMIC_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.\d+\.tmp$", re.ASCII)
+# Staging folders of restore_snapshot: ".restore-<pid>-<hex>".
+_STAGING = re.compile(r"^\.restore-(?P<pid>\d+)-[0-9a-f]+$", re.ASCII)
 _COMPRESSLEVEL = 6  # gzip's own default: the same trade-off as `tar czf`
-
-
-def is_excluded(parts: tuple[str, ...], *, is_dir: bool) -> bool:
-    """Whether a vault-relative path (as parts) is left out of snapshots."""
-    if not parts:
-        return False
-    if parts[0] in _TOP_EXCLUDED:
-        return True
-    if any(p.startswith(".") for p in parts):
-        return True
-    if is_dir:
-        return parts[-1] in _DIR_EXCLUDED
-    if any(p in _DIR_EXCLUDED for p in parts[:-1]):
-        return True
-    return parts[-1].endswith(_SUFFIX_EXCLUDED)
 
 
 def _walk(root: Path) -> list[tuple[str, str]]:
@@ -169,6 +156,7 @@ def restore_snapshot(root: Path, archive: Path, staging_parent: Path) -> int:
     corrupt, truncated, or holds a path outside the vault.
     """
     staging_parent.mkdir(parents=True, exist_ok=True)
+    sweep_staging(staging_parent)
     staging = staging_parent / f".restore-{os.getpid()}-{os.urandom(4).hex()}"
     staging.mkdir()
     try:
@@ -176,6 +164,33 @@ def restore_snapshot(root: Path, archive: Path, staging_parent: Path) -> int:
         return _swap(root, staging, staged, captured)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def sweep_staging(staging_parent: Path) -> list[str]:
+    """Remove staging folders left by a restore that was killed (its pid is gone); return their names.
+
+    A staging folder never holds the only copy of anything (the archive does),
+    so a dead run's folder is debris. A symlink with a staging name is
+    unlinked, never followed.
+    """
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(staging_parent))
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    for entry in entries:
+        m = _STAGING.match(entry.name)
+        if m is None or pid_alive(int(m.group("pid"))):  # ours too: another thread may be restoring
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except FileNotFoundError:
+            continue
+        removed.append(entry.name)
+    return removed
 
 
 def _stage(root: Path, archive: Path, staging: Path) -> tuple[list[str], dict[str, set[str]]]:

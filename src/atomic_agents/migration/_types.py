@@ -70,7 +70,7 @@ class MigrationEvent:
     units_touched: int
     dry_run: bool
     rolled_back: bool
-    error: str | None
+    error: str  # "" when the run went through (the reference implementation's shape)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -150,28 +150,34 @@ class UnitChange:
 class MigrationResult:
     """The outcome of ``run_migration()``.
 
-    ``units_touched`` / ``units_skipped`` count (script, unit) pairs: touched when
-    ``migrate()`` returned a non-empty summary, skipped when ``applies_to()`` said
-    no or (dry run) ``migrate()`` returned a falsy value. ``validation_errors`` names
-    unit and field; ``changes`` lists per-unit key changes (filled on dry runs).
+    Shapes follow the reference implementation, so its tooling reads them:
+    ``units_touched`` is the list of summaries ``apply_unit()`` returned for each
+    (script, unit) pair a script changed (its audit line records the count);
+    ``units_skipped`` counts the pairs skipped (``applies_to()`` said no, or on
+    a dry run ``migrate()`` returned a falsy value). ``validation_errors`` holds
+    one ``{"unit_id", "error"}`` dict per problem; ``error`` is ``""`` when the
+    run went through. ``changes`` lists per-unit key changes (filled on dry runs).
+
+    ``rolled_back`` is True only when the snapshot was restored: a run whose
+    restore itself failed returns ``rolled_back=False`` with both failures in ``error``.
     """
 
     plan: MigrationPlan
     snapshot_ref: MigrationSnapshotRef | None
-    units_touched: int
+    units_touched: list[dict[str, Any]]
     units_skipped: int
     validation_passed: bool
-    validation_errors: tuple[str, ...]
+    validation_errors: list[dict[str, Any]]
     rolled_back: bool
     dry_run: bool
-    error: str | None
+    error: str
     changes: tuple[UnitChange, ...] = ()
     run_id: str | None = None
 
     @property
     def ok(self) -> bool:
         """True when the run did what was asked: no error, nothing rolled back, all valid."""
-        return self.error is None and not self.rolled_back and self.validation_passed
+        return not self.error and not self.rolled_back and self.validation_passed
 
     def to_dict(self) -> dict[str, Any]:
         ref = self.snapshot_ref
@@ -180,15 +186,26 @@ class MigrationResult:
             "run_id": self.run_id,
             "plan": self.plan.to_dict(),
             "snapshot_ref": None if ref is None else {"backend_id": ref.backend_id, "snapshot_id": ref.snapshot_id},
-            "units_touched": self.units_touched,
+            "units_touched": [_jsonable(s) for s in self.units_touched],
             "units_skipped": self.units_skipped,
             "validation_passed": self.validation_passed,
-            "validation_errors": list(self.validation_errors),
+            "validation_errors": [dict(e) for e in self.validation_errors],
             "rolled_back": self.rolled_back,
             "dry_run": self.dry_run,
             "error": self.error,
             "changes": [c.to_dict() for c in self.changes],
         }
+
+
+def _jsonable(value: Any) -> Any:
+    """A script's summary as JSON data: dates and other values a script may return become strings."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from .._io import atomic_write
-from .._schema import LEGACY_SCHEMA_VERSION
 from ..vault import _frontmatter as fm
+from ..vault._units import meta_version
 from ._types import UnitChange
 
 __all__ = ["FileUnit", "MemoryUnit", "ParseCache", "copy_meta", "diff_meta", "peek", "version_of"]
-
-_MISSING = object()
 
 
 def copy_meta(value: Any) -> Any:
@@ -38,13 +36,11 @@ def copy_meta(value: Any) -> Any:
 
 
 def version_of(meta: dict[str, Any]) -> int | None:
-    """The unit's schema version: ``0`` when the key is absent (legacy), None if not an integer."""
-    value = meta.get("schema_version", _MISSING)
-    if value is _MISSING:
-        return LEGACY_SCHEMA_VERSION
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return None
-    return value
+    """The unit's schema version (MUST 1): ``0`` when the key is absent (legacy), None when malformed.
+
+    The one rule, shared with the vault (:func:`atomic_agents.vault._units.meta_version`).
+    """
+    return meta_version(meta)
 
 
 class ParseCache:
@@ -93,17 +89,17 @@ class _Handle:
 class FileUnit(_Handle):
     """A note or wiki page file. ``unit_id`` is its resolved absolute path.
 
-    Reads are cached (one parse per unit per run); a dry-run handle keeps what
-    the script wrote in memory, so a later script of the same chain sees it and
-    the dry run can report the per-key change, while the file is never touched.
+    Reads are cached (one parse per unit per run). On a dry-run handle
+    ``write_frontmatter`` is a no-op (spec handle table): the file is never
+    touched and a later ``read_frontmatter`` returns the frontmatter unchanged.
+    A dry run previews a chain of scripts in the runner, not through this handle.
 
     ``writer`` lets the backend group-commit a run's writes (see ``_commit``):
     each write is still temp + fsync + rename (MUST 3), the fsync and rename
     run on a pool, and reads of this handle see the new text at once.
     """
 
-    __slots__ = ("_id", "_unit_type", "_dry_run", "_doc", "_text", "_pending", "_original", "_writer", "_cache",
-                 "_inflight")
+    __slots__ = ("_unit_id", "_unit_type", "_dry_run", "_doc", "_text", "_writer", "_cache", "_inflight")
 
     def __init__(
         self,
@@ -119,8 +115,6 @@ class FileUnit(_Handle):
         self._dry_run = dry_run
         self._doc: fm.Document | None = None
         self._text: str | None = None
-        self._pending: dict[str, Any] | None = None
-        self._original: dict[str, Any] | None = None
         self._writer = writer
         self._inflight: Future[None] | None = None
         self._cache = cache
@@ -138,30 +132,23 @@ class FileUnit(_Handle):
                 self._doc = self._cache.parse(self._unit_id, self._text)
             else:
                 self._doc = fm.parse(self._text, path=self._unit_id)
-            if self._original is None and self._dry_run:  # only dry runs report per-key changes
-                self._original = copy_meta(self._doc.meta)
         return self._doc
 
     def read_frontmatter(self) -> dict[str, Any]:
         """A deep copy of the frontmatter (raises ``FrontmatterParseError`` with the line)."""
-        if self._pending is not None:
-            return copy_meta(self._pending)
         return copy_meta(self._document().meta)
 
     def peek_frontmatter(self) -> dict[str, Any]:
         """The frontmatter without a copy, for the runner's own read-only checks. Never mutate it."""
-        if self._pending is not None:
-            return self._pending
         return self._document().meta
 
     def write_frontmatter(self, meta: dict[str, Any]) -> None:
-        """Smallest-diff render + atomic write (MUST 3); dry run: kept in memory only."""
+        """Smallest-diff render + atomic write (MUST 3); a no-op on a dry-run handle."""
         if not isinstance(meta, dict):
             raise TypeError(f"write_frontmatter expects a dict, got {type(meta).__name__}")
-        doc = self._document()
         if self._dry_run:
-            self._pending = copy_meta(meta)
             return
+        doc = self._document()
         text = fm.render(doc, meta)
         if self._writer is None:
             atomic_write(self._unit_id, text)
@@ -172,21 +159,19 @@ class FileUnit(_Handle):
         # The next read parses exactly the bytes written, so MUST 7 checks what the file holds.
         self._text, self._doc = text, None
 
-    def original_meta(self) -> dict[str, Any] | None:
-        """The frontmatter as first read, before any script ran."""
-        return self._original
-
-    def pending_meta(self) -> dict[str, Any] | None:
-        """What a dry run would have written (None if nothing)."""
-        return self._pending
-
 
 class MemoryUnit(_Handle):
     """A unit held in memory: writes replace the held mapping, nothing touches disk.
 
+    On a dry-run handle a write changes nothing a read returns (spec handle
+    table); :meth:`pending_meta` says what it was given.
+
     >>> u = MemoryUnit("note-1", "memory", {"name": "x"})
     >>> u.write_frontmatter({"name": "y", "schema_version": 1}); u.read_frontmatter()["name"]
     'y'
+    >>> d = MemoryUnit("note-2", "memory", {"name": "x"}, dry_run=True)
+    >>> d.write_frontmatter({"name": "y"}); d.read_frontmatter()["name"], d.pending_meta()["name"]
+    ('x', 'y')
     """
 
     __slots__ = ("_unit_id", "_unit_type", "_dry_run", "_meta", "_pending", "_original")
@@ -200,11 +185,11 @@ class MemoryUnit(_Handle):
         self._pending: dict[str, Any] | None = None
 
     def read_frontmatter(self) -> dict[str, Any]:
-        return copy_meta(self._pending if self._pending is not None else self._meta)
+        return copy_meta(self._meta)
 
     def peek_frontmatter(self) -> dict[str, Any]:
         """The held mapping without a copy (read-only use)."""
-        return self._pending if self._pending is not None else self._meta
+        return self._meta
 
     def write_frontmatter(self, meta: dict[str, Any]) -> None:
         if not isinstance(meta, dict):
@@ -218,6 +203,7 @@ class MemoryUnit(_Handle):
         return self._original
 
     def pending_meta(self) -> dict[str, Any] | None:
+        """What the last dry-run write was given (reads never see it); None if nothing."""
         return self._pending
 
 

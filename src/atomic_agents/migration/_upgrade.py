@@ -41,7 +41,8 @@ def upgrade_meta(
         raise MigrationError(f"{unit_id}: unit_type must be 'memory' or 'wiki', not {unit_type!r}")
     from_version = version_of(meta)
     if from_version is None:
-        raise MigrationError(f"{unit_id}: schema_version {meta.get('schema_version')!r} is not an integer")
+        raise MigrationError(f"{unit_id}: schema_version {meta.get('schema_version')!r} is not a schema version"
+                             " (a non-negative integer)")
     if from_version >= to_version:
         if from_version > to_version:
             raise MigrationError(f"{unit_id}: is at v{from_version}, newer than v{to_version}; migrations are forward only")

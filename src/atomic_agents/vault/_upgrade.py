@@ -27,7 +27,7 @@ def upgrade_for_write(agents_root: Path, meta: dict[str, Any], *, unit_type: Uni
         return dict(meta)
     if version is None:
         raise SchemaVersionError(
-            f"{path}: schema_version {meta.get('schema_version')!r} is not an integer; fix it by hand",
+            f"{path}: schema_version {meta.get('schema_version')!r} is not a schema version (a non-negative integer); fix it by hand",
             path=path,
             version=meta.get("schema_version"),
         )
