@@ -36,13 +36,21 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, sync_dir: b
     """Replace ``path`` with ``data`` atomically and durably.
 
     temp file in the same directory + fsync + rename + fsync of the directory.
-    The file keeps its permission bits if it existed.
+    The file keeps its permission bits if it existed. A missing parent folder
+    is created (as the reference implementation does), but only below the
+    nearest folder that exists: see :func:`_make_parents`.
 
     >>> atomic_write("/tmp/example.md", "hello\\n")  # doctest: +SKIP
     """
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    tmp, fd = _write_unsynced(target, payload, _mode_of(target))
+    mode = _mode_of(target)
+    try:
+        tmp, fd = _write_unsynced(target, payload, mode)
+    except FileNotFoundError:
+        if not _make_parents(target.parent):
+            raise
+        tmp, fd = _write_unsynced(target, payload, mode)
     try:
         _sync_close(fd)
         os.replace(tmp, target)
@@ -52,6 +60,43 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, sync_dir: b
         raise
     if sync_dir:
         fsync_dir(target.parent)
+
+
+def _make_parents(parent: Path) -> bool:
+    """Create the missing folders of ``parent`` inside its nearest existing ancestor; False if none were missing.
+
+    The ancestor is opened with ``O_NOFOLLOW`` (a symlink there is refused:
+    folders are never created through a link), and each new folder is made
+    relative to an open descriptor of the one above it and reopened with
+    ``O_NOFOLLOW``, so the chain stays inside that ancestor's tree: a symlink
+    planted at a missing name, or swapped in meanwhile, is refused, never
+    followed. A ``..`` or ``.`` among the missing parts is refused too (it
+    would leave the tree).
+    """
+    missing: list[str] = []
+    base = parent
+    while not os.path.lexists(base):
+        if base.name in ("", ".", "..") or base.parent == base:
+            raise FileNotFoundError(errno.ENOENT, "cannot create the parent folder", str(parent))
+        missing.append(base.name)
+        base = base.parent
+    if not missing:
+        return False
+    try:
+        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise FileNotFoundError(errno.ENOENT, f"not creating folders under {base} (not a real folder)", str(parent)) from exc
+    try:
+        for name in reversed(missing):
+            with contextlib.suppress(FileExistsError):  # a concurrent writer made it: reopened below, no follow
+                os.mkdir(name, 0o755, dir_fd=fd)
+            os.fsync(fd)  # the new entry is durable before anything is written below it
+            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+    return True
 
 
 def _mode_of(path: Path) -> int | None:

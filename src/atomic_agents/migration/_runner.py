@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,7 +141,7 @@ class _Preview:
 
 
 def validate_units(
-    units: list[MigratableUnit], target_version: int, filename_of: Callable[[MigratableUnit], str | None]
+    units: Sequence[MigratableUnit], target_version: int, filename_of: Callable[[MigratableUnit], str | None]
 ) -> list[dict[str, Any]]:
     """Every unit against the target schema: notes with the note validator, wiki with the wiki one.
 

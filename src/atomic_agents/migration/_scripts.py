@@ -30,8 +30,9 @@ __all__ = [
 ]
 
 MIGRATIONS_DIR = "_migrations"
-SCRIPT_NAME = re.compile(r"^v(?P<from>\d+)_to_v(?P<to>\d+)\.py$")
-_TARGET = re.compile(r"^[vV]?(?P<n>\d+)$")
+# ASCII digits only: \d (and int()) would read "１" or "٢" as a version.
+SCRIPT_NAME = re.compile(r"^v(?P<from>[0-9]+)_to_v(?P<to>[0-9]+)\.py\Z")
+_TARGET = re.compile(r"^[vV]?(?P<n>[0-9]+)$")
 
 
 class TargetVersionError(MigrationError, ValueError):
@@ -39,7 +40,7 @@ class TargetVersionError(MigrationError, ValueError):
 
 
 def parse_target_version(value: str | int) -> int:
-    """``"v2"``, ``"V2"``, ``"2"`` or ``2`` -> ``2``.
+    """``"v2"``, ``"V2"``, ``"2"`` or ``2`` -> ``2`` (ASCII digits only: ``"v１"`` is refused).
 
     >>> parse_target_version("v2"), parse_target_version("3")
     (2, 3)
@@ -50,7 +51,7 @@ def parse_target_version(value: str | int) -> int:
         if value < 0:
             raise TargetVersionError(f"not a schema version: {value!r} (must be >= 0)")
         return value
-    m = _TARGET.match(str(value).strip())
+    m = _TARGET.fullmatch(str(value).strip(" \t"))
     if m is None:
         raise TargetVersionError(f"not a schema version: {value!r} (expected vN or N, e.g. v2)")
     return int(m.group("n"))
