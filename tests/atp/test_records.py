@@ -213,3 +213,12 @@ def test_unknown_goal_and_second_goal_record_are_refused(as_role: Roles) -> None
     with pytest.raises(ValidationError) as err:
         d.start("bad id", requester="alice", goal_id="has space | pipe")
     assert err.value.field == "goal_id"
+
+
+def test_owner_instance_and_next_role_are_always_written(as_role: Roles) -> None:
+    gid, _ = _lite_to_action(as_role)
+    w = as_role("builder").handoff(gid, "verifier", "ready for checks")
+    assert (w.record["owner_instance"], w.record["next_role"]) == ("builder", "verifier")
+    with pytest.raises(ValidationError) as err:
+        as_role("builder").write("hand_off_record", gid, {"to_role": "verifier", "next_role": "archivist", "reason": "x"})
+    assert "next_role" in str(err.value)

@@ -88,8 +88,8 @@ class RecordView:
 
 
 def _ids(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value] if value else []
+    if isinstance(value, str):  # other tools wrote "id1, id2" or a JSON-ish "[id1, id2]"
+        return [p for p in re.split(r"[\s,\[\]\"']+", value) if p]
     if isinstance(value, (list, tuple)):
         return [v for v in value if isinstance(v, str) and v]
     return []
@@ -121,6 +121,12 @@ def view_of(
         owner = ident["owner"] if ident else ""
         if owner:
             repairs.append("owner_role taken from the content's identity line")
+    if stage and (not stage.islower() or " " in stage or "-" in stage):
+        stage, was = _norm_word(stage), stage
+        repairs.append(f"stage {was!r} read as {stage}")
+    if owner and (not owner.islower() or " " in owner):
+        owner, was = _norm_word(owner), owner
+        repairs.append(f"owner_role {was!r} read as {owner}")
     kind = _kind(metadata, stage, repairs)
     if kind is None:
         return None
@@ -146,6 +152,10 @@ def view_of(
         agent_id=agent_id,
         repairs=tuple(repairs),
     )
+
+
+def _norm_word(text: str) -> str:
+    return text.strip().lower().replace("-", "_").replace(" ", "_")
 
 
 def _kind(metadata: Mapping[str, Any], stage: str, repairs: list[str]) -> Kind | None:
