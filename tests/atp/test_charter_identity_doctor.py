@@ -137,3 +137,16 @@ def test_doctor_on_a_clean_ledger_reports_nothing(as_role) -> None:  # type: ign
     gid = d.start("clean goal", requester="alice").goal_id
     d.continue_(gid)
     assert d.doctor() == []
+
+
+def test_capitalised_roles_and_string_id_lists_are_read(as_role, store: MemoryStore) -> None:  # type: ignore[no-untyped-def]
+    g = "caps-goal"
+    goal = _foreign(store, "dispatcher", g, "goal", record_type="goal_record", stage="Goal Receipt", owner_role="Dispatcher",
+                    stored_at="2026-11-01T10:00:00+00:00")  # fmt: skip
+    _foreign(store, "dispatcher", g, "handing over", record_type="hand_off_record", stage="hand_off_or_closure",
+             owner_role="Dispatcher", to_role="Builder", input_record_ids=f"{goal}, ", stored_at="2026-11-01T10:01:00Z")  # fmt: skip
+    views = as_role("x").records(g)
+    assert [(v.stage, v.owner_role) for v in views] == [("goal_receipt", "dispatcher"), ("hand_off_or_closure", "dispatcher")]
+    assert views[1].input_ids == [goal]
+    assert as_role("x").decide(g).next_role == "builder"
+    assert any("read as goal_receipt" in f.problem for f in as_role("x").doctor())

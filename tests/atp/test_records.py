@@ -213,3 +213,30 @@ def test_unknown_goal_and_second_goal_record_are_refused(as_role: Roles) -> None
     with pytest.raises(ValidationError) as err:
         d.start("bad id", requester="alice", goal_id="has space | pipe")
     assert err.value.field == "goal_id"
+
+
+def test_owner_instance_and_next_role_are_always_written(as_role: Roles) -> None:
+    gid, _ = _lite_to_action(as_role)
+    w = as_role("builder").handoff(gid, "verifier", "ready for checks")
+    assert (w.record["owner_instance"], w.record["next_role"]) == ("builder", "verifier")
+    with pytest.raises(ValidationError) as err:
+        as_role("builder").write("hand_off_record", gid, {"to_role": "verifier", "next_role": "archivist", "reason": "x"})
+    assert "next_role" in str(err.value)
+
+
+@pytest.mark.parametrize("goal_id", ["billing-retry-7f3a", str(uuid.uuid4()), "acme/web:goal.42"])
+def test_sqlite_keyword_search_finds_records_by_goal_id_and_status_words(tmp_path, goal_id: str) -> None:  # type: ignore[no-untyped-def]
+    from atomic_agents.memory import HashingEmbedder, SQLiteMemoryStore
+
+    store = SQLiteMemoryStore(tmp_path / "m.db", embedder=HashingEmbedder())
+    ledger = Ledger(store, Identity("acme", "acme/web", "dispatcher", "alice"))
+    other = ledger.start("An unrelated goal about invoices", requester="alice", goal_id="other-goal").goal_id
+    ledger.write("plan_record", other, PLAN)
+    w = ledger.start("Fix the billing deploy", requester="alice", goal_id=goal_id)
+    p = ledger.write("plan_record", goal_id, PLAN)
+    scope = ledger.identity.scope
+    assert {h.id for h in store.search(goal_id, scope, limit=50)} >= {w.id, p.id}
+    assert all(h.memory.metadata["goal_id"] == goal_id for h in store.search(goal_id, scope, limit=50)[:2])
+    words = "goal_record dispatch_instruction context_summary action_record verdict escalation_record archival_record hand_off_record"
+    assert w.id in {h.id for h in store.search(words, scope, limit=50)}
+    store.close()

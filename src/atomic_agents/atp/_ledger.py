@@ -151,6 +151,7 @@ class Ledger:
         rule = KIND_RULES[k]
         data.setdefault("stage", rule.default_stage.value)
         data.setdefault("owner_role", rule.default_role.value)
+        data.setdefault("owner_instance", self.identity.agent_id)
         check_fit(k, data["stage"], data["owner_role"])
         self._defaults(k, data, chain)
         for key in ("input_record_ids", "output_record_ids"):
@@ -162,8 +163,7 @@ class Ledger:
         check_clean(data)
         rec = _validated(MODELS[k], data)
         fence = self._fence(goal_id, token if token is not None else rec.lease_token)
-        writer = rec.owner_instance or self.identity.agent_id
-        check_links(rec, chain, self.store, writer)
+        check_links(rec, chain, self.store, rec.owner_instance or self.identity.agent_id)
         return self._store(rec, fence)
 
     def _defaults(self, k: Kind, data: dict[str, Any], chain: list[RecordView]) -> None:

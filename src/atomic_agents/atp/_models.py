@@ -250,6 +250,16 @@ class HandOffRecord(_Terms):
     reason: Text
     current_stage: Stage
     next_stage: Stage | None = None
+    #: The notes' "next role": always the receiving role (written so readers need not know).
+    next_role: Role | None = None
+
+    @model_validator(mode="after")
+    def _next_role_is_to_role(self) -> HandOffRecord:
+        if self.next_role is None:
+            object.__setattr__(self, "next_role", self.to_role)
+        elif self.next_role != self.to_role:
+            raise ValueError("next_role, when given, must equal to_role")
+        return self
 
     def headline(self) -> str:
         return f"hand_off_record: {self.from_role} -> {self.to_role}: {self.reason}"

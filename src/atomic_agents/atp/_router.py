@@ -227,7 +227,10 @@ def _goal_field(work: list[RecordView], key: str) -> object:
 
 
 def _role(value: object) -> str | None:
-    return value if isinstance(value, str) and value in _ROLES else None
+    if not isinstance(value, str):
+        return None
+    v = value.strip().lower()  # other tools wrote "Builder"
+    return v if v in _ROLES else None
 
 
 def _str(value: object) -> str | None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._kinds import Kind, RecordStatus, VerdictStatus, kind_of_stage, normalise_kind
+from ._kinds import Kind, RecordStatus, Role, Stage, VerdictStatus, kind_of_stage, normalise_kind
 
 __all__ = ["RecordView", "parse_time", "view_of"]
 
@@ -24,6 +24,11 @@ _IDENTITY = re.compile(
     r"\s*\|\s*Owner:\s*(?P<owner>[^|\n]+?)\s*$",
     re.MULTILINE,
 )
+
+
+_KIND_VALUES = {k.value: k for k in Kind}
+_STAGES = frozenset(s.value for s in Stage)
+_ROLES = frozenset(r.value for r in Role)
 
 
 def parse_time(value: object) -> float | None:
@@ -41,9 +46,10 @@ def parse_time(value: object) -> float | None:
     return t.timestamp()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RecordView:
-    """One record as the router and the status table see it."""
+    """One record as the router and the status table see it (read-only by convention:
+    not frozen, because frozen construction costs a third of ``status``)."""
 
     id: str
     goal_id: str
@@ -88,8 +94,8 @@ class RecordView:
 
 
 def _ids(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value] if value else []
+    if isinstance(value, str):  # other tools wrote "id1, id2" or a JSON-ish "[id1, id2]"
+        return [p for p in re.split(r"[\s,\[\]\"']+", value) if p]
     if isinstance(value, (list, tuple)):
         return [v for v in value if isinstance(v, str) and v]
     return []
@@ -104,23 +110,30 @@ def view_of(
 ) -> RecordView | None:
     """The record a memory holds, repaired where it can be; ``None`` if it is not an ATP record."""
     repairs: list[str] = []
-    ident = _IDENTITY.search(content[:2000]) if "Goal:" in content[:2000] else None
-    goal = metadata.get("goal_id")
-    if not isinstance(goal, str) or not goal:
-        if ident is None:
-            return None
-        goal = ident["goal"]
-        repairs.append("goal_id taken from the content's identity line")
-    stage = metadata.get("stage")
-    if not isinstance(stage, str) or not stage:
-        stage = ident["stage"] if ident else ""
-        if stage:
-            repairs.append("stage taken from the content's identity line")
-    owner = metadata.get("owner_role")
-    if not isinstance(owner, str) or not owner:
-        owner = ident["owner"] if ident else ""
-        if owner:
-            repairs.append("owner_role taken from the content's identity line")
+    goal, stage, owner = metadata.get("goal_id"), metadata.get("stage"), metadata.get("owner_role")
+    if not (isinstance(goal, str) and goal and isinstance(stage, str) and stage and isinstance(owner, str) and owner):
+        # Only records written by other tools get here: the content's identity line fills gaps.
+        head = content[:2000]
+        ident = _IDENTITY.search(head) if "Goal:" in head else None
+        if not isinstance(goal, str) or not goal:
+            if ident is None:
+                return None
+            goal = ident["goal"]
+            repairs.append("goal_id taken from the content's identity line")
+        if not isinstance(stage, str) or not stage:
+            stage = ident["stage"] if ident else ""
+            if stage:
+                repairs.append("stage taken from the content's identity line")
+        if not isinstance(owner, str) or not owner:
+            owner = ident["owner"] if ident else ""
+            if owner:
+                repairs.append("owner_role taken from the content's identity line")
+    if stage not in _STAGES and (not stage.islower() or " " in stage or "-" in stage):
+        stage, was = _norm_word(stage), stage
+        repairs.append(f"stage {was!r} read as {stage}")
+    if owner not in _ROLES and (not owner.islower() or " " in owner):
+        owner, was = _norm_word(owner), owner
+        repairs.append(f"owner_role {was!r} read as {owner}")
     kind = _kind(metadata, stage, repairs)
     if kind is None:
         return None
@@ -148,8 +161,14 @@ def view_of(
     )
 
 
+def _norm_word(text: str) -> str:
+    return text.strip().lower().replace("-", "_").replace(" ", "_")
+
+
 def _kind(metadata: Mapping[str, Any], stage: str, repairs: list[str]) -> Kind | None:
     rt, kd = metadata.get("record_type"), metadata.get("kind")
+    if rt == kd and rt in _KIND_VALUES:  # what the ledger writes: no repair to look for
+        return _KIND_VALUES[rt]
     for key, raw in (("record_type", rt), ("kind", kd)):
         k = normalise_kind(raw)
         if k is None:
