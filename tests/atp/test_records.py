@@ -224,7 +224,7 @@ def test_owner_instance_and_next_role_are_always_written(as_role: Roles) -> None
     assert "next_role" in str(err.value)
 
 
-@pytest.mark.parametrize("goal_id", ["billing-retry-7f3a", str(uuid.uuid4()), "acme/web:goal.42"])
+@pytest.mark.parametrize("goal_id", ["billing-retry-7f3a", "5b0e8f3c-2d1a-4c6e-9f7b-3a2d1c0e9b8a", "acme/web:goal.42"])
 def test_sqlite_keyword_search_finds_records_by_goal_id_and_status_words(tmp_path, goal_id: str) -> None:  # type: ignore[no-untyped-def]
     from atomic_agents.memory import HashingEmbedder, SQLiteMemoryStore
 
