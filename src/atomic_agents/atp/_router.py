@@ -83,7 +83,8 @@ def decide(records: Sequence[RecordView], *, as_of: float | None = None) -> Deci
         return None
     mode = goal_mode(recs)
     # notes: run logs are skipped; decide from the newest record that is not a run log.
-    work = [r for r in recs if r.kind != Kind.RUN_LOG] or recs
+    # A chain of run logs only (no goal record) is read from its first one, so appending run logs changes nothing.
+    work = [r for r in recs if r.kind != Kind.RUN_LOG] or recs[:1]
     latest = work[-1]
     state, next_stage, next_role, blocker = _next(work, latest, mode)
     terms = _terms(work)

@@ -45,6 +45,7 @@ __all__ = [
     "embedder_name",
     "emit",
     "group_options",
+    "option",
     "output_is_json",
     "remember_group_options",
     "shared",
@@ -138,12 +139,23 @@ _EMBEDDER_OPT = Annotated[
     ),
 ]
 
+def _id_opt(flag: str, help: str) -> Any:
+    return Annotated[Optional[str], typer.Option(flag, metavar="ID", help=help, show_default=False)]
+
+
 #: name -> (annotation, default). The one declaration of each group-wide option.
 SHARED: dict[str, tuple[Any, Any]] = {
     "agents_root": (_ROOT_OPT, None),
     "db": (_DB_OPT, None),
     "json": (JsonFlag, False),
     "embedder": (_EMBEDDER_OPT, None),
+    # The ATP identity (team commands); unset ones resolve from the team config, env, .env.
+    "project": (Annotated[Optional[Path], typer.Option("--project", metavar="DIR", show_default=False,
+                help="Project folder holding .claude/ and .env (default: the current folder).")], None),
+    "org_id": (_id_opt("--org-id", "Org (else the team config, EDEN_ORG_ID, .env)."), None),
+    "workspace_id": (_id_opt("--workspace-id", "Workspace, may contain '/' (else the team config, EDEN_WORKSPACE_ID, .env)."), None),
+    "agent_id": (_id_opt("--agent-id", "Writer's agent id (else EDEN_AGENT_ID, else claude-code-cli)."), None),
+    "user_id": (_id_opt("--user-id", "User id (default: the OS user)."), None),
 }
 _LOCATION = ("agents_root", "db")
 _META_KEY = "atomic_agents.shared"
@@ -233,6 +245,11 @@ def db_path() -> Path | None:
     """``--db`` if given (else the library resolves ``$ATOMIC_AGENTS_DB`` or the default)."""
     given = _values().get("db")
     return Path(given) if given is not None else None
+
+
+def option(name: str) -> Any:
+    """The value of group-wide option ``name`` for the running command (``None`` if not given)."""
+    return _values().get(name)
 
 
 def embedder_name() -> str:

@@ -2,98 +2,62 @@
 
 Every command opens the store, makes one :class:`~atomic_agents.atp.Ledger` call
 and renders it (``--json`` for scripts and agents). The options every command
-shares (store, identity, ``--json``) are added to each command by ``_command``,
+shares (store, identity, ``--json``) are the CLI's group-wide options (``_common.SHARED``),
 so they may be given after the subcommand, as agents call it.
 """
 
-# No `from __future__ import annotations`: `_command` moves real annotation objects between signatures.
+# No `from __future__ import annotations`: `shared` moves real annotation objects between signatures.
 
-import functools
-import inspect
 import json
 import os
 import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from ..exceptions import ValidationError
-from ._common import emit
+from ._common import agents_root, db_path, emit, group_options, option, shared, wants_json
 
-app = typer.Typer(help="The ATP ledger: goals, typed records, routing, claims and charter.", no_args_is_help=True)
+app = typer.Typer(help="The ATP ledger: goals, typed records, routing, claims and charter.", no_args_is_help=True,
+                  callback=group_options("agents_root", "db"))
 
 _ROLES = "dispatcher, researcher, builder, runtime, verifier, archivist, router"
 
 
-@dataclass
-class _Opts:
-    db: Path | None
-    agents_root: Path
-    project: Path
-    org_id: str | None
-    workspace_id: str | None
-    agent_id: str | None
-    user_id: str | None
-    json: bool
-
-    @contextmanager
-    def ledger(self) -> Iterator[Any]:
-        from ..atp import Ledger, resolve_identity
-        from ..memory import default_embedder, open_store
-
-        ident = resolve_identity(
-            self.project, org_id=self.org_id, workspace_id=self.workspace_id, agent_id=self.agent_id, user_id=self.user_id
-        )
-        # The model (ATOMIC_AGENTS_EMBEDDER picks another) loads only when a write or recall embeds.
-        store = open_store(self.db, agents_root=self.agents_root, embedder=default_embedder())
-        try:
-            yield Ledger(store, ident)
-        finally:
-            store.close()
+_TEAM = ("agents_root", "db", "json", "project", "org_id", "workspace_id", "agent_id", "user_id")
 
 
-_COMMON = [
-    inspect.Parameter("db", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        Path | None, typer.Option("--db", envvar="ATOMIC_AGENTS_DB", help="Store file (env ATOMIC_AGENTS_DB).", show_default=False)]),
-    inspect.Parameter("agents_root", inspect.Parameter.KEYWORD_ONLY, default=Path("agents"), annotation=Annotated[
-        Path, typer.Option("--agents-root", envvar="ATOMIC_AGENTS_ROOT", help="Vault root; the store defaults to <root>/_memory/memory.db.", show_default=False)]),
-    inspect.Parameter("project", inspect.Parameter.KEYWORD_ONLY, default=Path("."), annotation=Annotated[
-        Path, typer.Option("--project", help="Project folder holding .claude/ and .env (default: here).", show_default=False)]),
-    inspect.Parameter("org_id", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        str | None, typer.Option("--org-id", help="Org (else team config, EDEN_ORG_ID, .env).", show_default=False)]),
-    inspect.Parameter("workspace_id", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        str | None, typer.Option("--workspace-id", help="Workspace (else team config, EDEN_WORKSPACE_ID, .env).", show_default=False)]),
-    inspect.Parameter("agent_id", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        str | None, typer.Option("--agent-id", help="Writer's agent id (else EDEN_AGENT_ID, else claude-code-cli).", show_default=False)]),
-    inspect.Parameter("user_id", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        str | None, typer.Option("--user-id", help="User id (default: the OS user).", show_default=False)]),
-    inspect.Parameter("json_out", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]),
-]  # fmt: skip
-_COMMON_NAMES = [p.name for p in _COMMON]
+def _project() -> Path:
+    return option("project") or Path(".")
+
+
+@contextmanager
+def _ledger() -> Iterator[Any]:
+    """The ledger as this command's identity, over the store it names; closed afterwards."""
+    from ..atp import Ledger, resolve_identity
+    from ..memory import default_embedder, open_store
+
+    ident = resolve_identity(
+        _project(), org_id=option("org_id"), workspace_id=option("workspace_id"),
+        agent_id=option("agent_id"), user_id=option("user_id"),
+    )  # fmt: skip
+    # The model (ATOMIC_AGENTS_EMBEDDER picks another) loads only when a write or recall embeds.
+    store = open_store(db_path(), agents_root=agents_root(), embedder=default_embedder())
+    try:
+        yield Ledger(store, ident)
+    finally:
+        store.close()
 
 
 def _command(name: str, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``fn(opts, ...)`` as ``team <name>``, adding the shared options to its signature."""
+    """Register ``fn`` as ``team <name>`` with the store and identity options (:data:`_TEAM`)."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        sig = inspect.signature(fn)
-        own = [p for p in sig.parameters.values() if p.name != "opts"]
-
-        @functools.wraps(fn)
-        def run(**kwargs: Any) -> Any:
-            common = {n: kwargs.pop(n) for n in _COMMON_NAMES}
-            common["json"] = common.pop("json_out")
-            return fn(_Opts(**common), **kwargs)
-
-        run.__signature__ = sig.replace(parameters=[*own, *_COMMON])  # type: ignore[attr-defined]
-        run.__annotations__ = {}
-        app.command(name, help=help)(run)
+        app.command(name, help=help)(shared(*_TEAM)(fn))
         return fn
 
     return wrap
@@ -159,7 +123,6 @@ def _status_json(d: Any) -> dict[str, Any]:
 
 @_command("start", "Start a goal: write its goal_record (lite mode unless --full).")
 def start(
-    opts: _Opts,
     text: Annotated[str, typer.Argument(help="What the goal is, in a sentence.")],
     requester: Annotated[str | None, typer.Option("--requester", help="Who asked (default: the user id).")] = None,
     constraint: Annotated[list[str] | None, typer.Option("--constraint", help="A guardrail (repeatable).")] = None,
@@ -167,15 +130,14 @@ def start(
     full: Annotated[bool, typer.Option("--full", help="Full mode: all seven stages.")] = False,
     goal_id: Annotated[str | None, typer.Option("--goal-id", help="Choose the goal id (a UUID or slug).")] = None,
 ) -> None:
-    with opts.ledger() as ledger:
+    with _ledger() as ledger:
         w = ledger.start(text, requester=requester or ledger.identity.user_id, constraints=constraint or [],
                          package_type=package_type, mode="full" if full else "lite", goal_id=goal_id)  # fmt: skip
-    emit({"goal_id": w.goal_id, "record_id": w.id, "record": w.record}, opts.json, lambda: _print(f"started {w.goal_id} ({w.record['mode']} mode), goal_record {w.id}"))
+    emit({"goal_id": w.goal_id, "record_id": w.id, "record": w.record}, wants_json(), lambda: _print(f"started {w.goal_id} ({w.record['mode']} mode), goal_record {w.id}"))
 
 
 @_command("record", "Write one record of KIND for a goal, from --data JSON or --file.")
 def record(
-    opts: _Opts,
     kind: Annotated[str, typer.Argument(help="goal_record, plan_record, dispatch_instruction, context_summary, action_record, cleanup_record, verdict, escalation_record, archival_record, hand_off_record, run_log, pending_authorisation.")],
     goal: Annotated[str, typer.Option("--goal", help="The goal id.")],
     data: Annotated[str | None, typer.Option("--data", help="The record's fields as a JSON object.")] = None,
@@ -192,36 +154,34 @@ def record(
     else:
         text = data or ""
     fields = _json_arg(text, "data" if file is None else "file")
-    with opts.ledger() as ledger:
+    with _ledger() as ledger:
         w = ledger.write(kind, goal, fields, token=token)
-    emit({"id": w.id, "record": w.record}, opts.json, lambda: _print(f"{w.kind} {w.id} written for {w.goal_id}"))
+    emit({"id": w.id, "record": w.record}, wants_json(), lambda: _print(f"{w.kind} {w.id} written for {w.goal_id}"))
 
 
 @_command("status", "The status table: stage, owner, mode, state and next role of each goal.")
 def status(
-    opts: _Opts,
     goal: Annotated[str | None, typer.Argument(help="One goal (default: every goal of the workspace).")] = None,
     role: Annotated[str | None, typer.Option("--role", help=f"Only goals whose next role is this ({_ROLES}).")] = None,
     as_of: Annotated[str | None, typer.Option("--as-of", help="Replay: the status as of this ISO 8601 time.")] = None,
 ) -> None:
     when = _as_of(as_of)
-    with opts.ledger() as ledger:
+    with _ledger() as ledger:
         rows = ledger.status(goal, role=role, as_of=when)
-    emit({"goals": [_status_json(d) for d in rows]}, opts.json, lambda: _status_rows(rows))
+    emit({"goals": [_status_json(d) for d in rows]}, wants_json(), lambda: _status_rows(rows))
 
 
 @_command("show", "A goal's chain as a timeline with links (--graph: Mermaid).")
 def show(
-    opts: _Opts,
     goal: Annotated[str, typer.Argument(help="The goal id.")],
     graph: Annotated[bool, typer.Option("--graph", help="Print the chain as a Mermaid flowchart.")] = False,
     as_of: Annotated[str | None, typer.Option("--as-of", help="Replay: the chain as of this ISO 8601 time.")] = None,
 ) -> None:
     when = _as_of(as_of)
-    with opts.ledger() as ledger:
+    with _ledger() as ledger:
         if graph:
             text = ledger.graph(goal, as_of=when)
-            emit({"goal_id": goal, "mermaid": text}, opts.json, lambda: _print(text))
+            emit({"goal_id": goal, "mermaid": text}, wants_json(), lambda: _print(text))
             return
         chain = ledger.show(goal, as_of=when)
 
@@ -234,16 +194,15 @@ def show(
             links = f" <- {', '.join('…' + i[-8:] for i in r['input_record_ids'])}" if r["input_record_ids"] else ""
             _print(f"  {r['stored_at']}  {r['id']}  {r['kind']:<21} {r['owner_role']:<10} {r['status']:<11} {r['summary'][:60]}{links}")
 
-    emit(chain, opts.json, human)
+    emit(chain, wants_json(), human)
 
 
 @_command("continue", "Route the goal: log the decision and hand off to the next role, or stop with the blocker.")
 def continue_(
-    opts: _Opts,
     goal: Annotated[str, typer.Argument(help="The goal id.")],
     token: Annotated[int | None, typer.Option("--token", help="Fencing token of your claim on the goal.")] = None,
 ) -> None:
-    with opts.ledger() as ledger:
+    with _ledger() as ledger:
         r = ledger.continue_(goal, token=token)
 
     def human() -> None:
@@ -255,12 +214,11 @@ def continue_(
             _print(f"{goal}: {r.state}")
 
     emit({"goal_id": r.goal_id, "next_stage": r.next_stage, "next_role": r.next_role, "state": r.state,
-          "blocker": r.blocker, "written": r.written}, opts.json, human)  # fmt: skip
+          "blocker": r.blocker, "written": r.written}, wants_json(), human)  # fmt: skip
 
 
 @_command("handoff", "Hand the goal to a role, copying success criteria, deadline and escalation trigger.")
 def handoff(
-    opts: _Opts,
     goal: Annotated[str, typer.Argument(help="The goal id.")],
     to: Annotated[str, typer.Option("--to", help=f"The receiving role ({_ROLES}).")],
     reason: Annotated[str, typer.Option("--reason", help="Why the goal moves.")],
@@ -270,15 +228,14 @@ def handoff(
     escalation_trigger: Annotated[str | None, typer.Option("--escalation-trigger", help="Override the copied trigger.")] = None,
     token: Annotated[int | None, typer.Option("--token", help="Fencing token of your claim on the goal.")] = None,
 ) -> None:
-    with opts.ledger() as ledger:
+    with _ledger() as ledger:
         w = ledger.handoff(goal, to, reason, from_role=from_role, token=token, success_criteria=success_criteria,
                            deadline=deadline, escalation_trigger=escalation_trigger)  # fmt: skip
-    emit({"id": w.id, "record": w.record}, opts.json, lambda: _print(f"{goal}: handed from {w.record['from_role']} to {w.record['to_role']} ({w.id})"))
+    emit({"id": w.id, "record": w.record}, wants_json(), lambda: _print(f"{goal}: handed from {w.record['from_role']} to {w.record['to_role']} ({w.id})"))
 
 
 @_command("escalate", "Escalate: the goal stops until the question is answered.")
 def escalate(
-    opts: _Opts,
     goal: Annotated[str, typer.Argument(help="The goal id.")],
     reason: Annotated[str, typer.Option("--reason", help="Why the goal cannot proceed.")],
     question: Annotated[str, typer.Option("--question", help="The decision or authority requested.")],
@@ -289,28 +246,26 @@ def escalate(
     level: Annotated[int, typer.Option("--level", min=1, max=4, help="1 owner->dispatcher ... 4 project owner.")] = 1,
     token: Annotated[int | None, typer.Option("--token", help="Fencing token of your claim on the goal.")] = None,
 ) -> None:
-    with opts.ledger() as ledger:
+    with _ledger() as ledger:
         w = ledger.escalate(goal, reason=reason, question=question, recommended_default=recommended_default,
                             risk_of_waiting=risk_of_waiting, consulted_roles=consulted or [],
                             promote_to_full=promote_to_full, level=level, token=token)  # fmt: skip
-    emit({"id": w.id, "record": w.record}, opts.json, lambda: _print(f"{goal}: escalated (level {level}), {w.id}"))
+    emit({"id": w.id, "record": w.record}, wants_json(), lambda: _print(f"{goal}: escalated (level {level}), {w.id}"))
 
 
 @_command("approve", "Authorise the step a goal is waiting on (pending_authorisation); the builder resumes.")
 def approve(
-    opts: _Opts,
     goal: Annotated[str, typer.Argument(help="The goal id.")],
     by: Annotated[str, typer.Option("--by", help="Who authorises it.")],
     token: Annotated[int | None, typer.Option("--token", help="Fencing token of your claim on the goal.")] = None,
 ) -> None:
-    with opts.ledger() as ledger:
+    with _ledger() as ledger:
         w = ledger.approve(goal, approved_by=by, token=token)
-    emit({"id": w.id, "record": w.record}, opts.json, lambda: _print(f"{goal}: approved by {by} ({w.id})"))
+    emit({"id": w.id, "record": w.record}, wants_json(), lambda: _print(f"{goal}: approved by {by} ({w.id})"))
 
 
 @_command("charter", "Ratify the project charter: hash, placeholder scan, active-roles check, proceed or not.")
 def charter(
-    opts: _Opts,
     path: Annotated[Path | None, typer.Argument(help="The charter (default .claude/agentic-team-charter.md, else ~/.claude/...).")] = None,
     non_interactive: Annotated[bool, typer.Option("--non-interactive", help="Ask nothing (also ATP_NON_INTERACTIVE=1 or CI=1).")] = False,
     rater: Annotated[str | None, typer.Option("--rater", help="Who ratifies (default: the user id).")] = None,
@@ -325,8 +280,8 @@ def charter(
         if not sep or not key.strip() or not why.strip():
             raise ValidationError(f"{item!r} is not ITEM=REASON", field="defer", rule="syntax")
         deferrals.append((key.strip(), why.strip()))
-    review = review_charter(find_charter(opts.project.resolve(), path), opts.project.resolve())
-    if not quiet and not opts.json:
+    review = review_charter(find_charter(_project().resolve(), path), _project().resolve())
+    if not quiet and not wants_json():
         _print(f"charter {review.path} version {review.version}")
         for b in review.blockers:
             _print(f"  blocker: {b}")
@@ -337,16 +292,16 @@ def charter(
             _print(f"  warning: {w}")
         if not typer.confirm("write the ratification record?", default=True):
             raise typer.Exit(1)
-    with opts.ledger() as ledger:
+    with _ledger() as ledger:
         w = ledger.ratify_charter(review, rater=rater or ledger.identity.user_id, deferrals=deferrals)
     rec = w.record
-    emit({"id": w.id, "record": rec}, opts.json,
+    emit({"id": w.id, "record": rec}, wants_json(),
          lambda: _print(f"charter {rec['charter_path']} {rec['version']}: {rec['status']} ({rec['reason']}); record {w.id}"))  # fmt: skip
 
 
 @_command("metrics", "Per-goal and per-role metrics: rework, reopenings, human interventions, durations.")
-def metrics(opts: _Opts, goal: Annotated[str | None, typer.Argument(help="One goal (default: all).")] = None) -> None:
-    with opts.ledger() as ledger:
+def metrics(goal: Annotated[str | None, typer.Argument(help="One goal (default: all).")] = None) -> None:
+    with _ledger() as ledger:
         rows = ledger.metrics(goal)
 
     def human() -> None:
@@ -356,55 +311,52 @@ def metrics(opts: _Opts, goal: Annotated[str | None, typer.Argument(help="One go
             for role, x in m["per_role"].items():
                 _print(f"    {role:<11} {x['records']} records, {x['seconds_in_stage']} s in stage")
 
-    emit({"goals": rows}, opts.json, human)
+    emit({"goals": rows}, wants_json(), human)
 
 
 @_command("doctor", "Report records read with repairs or that cannot be placed (by record id).")
-def doctor(opts: _Opts) -> None:
-    with opts.ledger() as ledger:
+def doctor() -> None:
+    with _ledger() as ledger:
         found = ledger.doctor()
     lines = [f"{f.record_id}  {f.goal_id}  {'repaired' if f.repaired else 'PROBLEM'}: {f.problem}" for f in found]
-    emit({"findings": [f.to_dict() for f in found], "count": len(found)}, opts.json, lambda: _print("\n".join(lines) or "no findings"))
+    emit({"findings": [f.to_dict() for f in found], "count": len(found)}, wants_json(), lambda: _print("\n".join(lines) or "no findings"))
 
 
 @_command("claim", "Claim a goal for a role: a lease with a fencing token; refused while another is live.")
 def claim(
-    opts: _Opts,
     goal: Annotated[str, typer.Argument(help="The goal id.")],
     role: Annotated[str, typer.Option("--role", help=f"The claiming role ({_ROLES}).")],
     ttl: Annotated[str, typer.Option("--ttl", help="Lease length: 90s, 30m, 2h, 1d.")] = "30m",
 ) -> None:
-    with opts.ledger() as ledger:
+    with _ledger() as ledger:
         lease = ledger.claim(goal, role, ttl_ms=_ttl_ms(ttl))
-    emit({"goal_id": goal, **lease.to_dict()}, opts.json, lambda: _print(f"{goal}: claimed by {lease.holder}, token {lease.token}"))
+    emit({"goal_id": goal, **lease.to_dict()}, wants_json(), lambda: _print(f"{goal}: claimed by {lease.holder}, token {lease.token}"))
 
 
 @_command("release", "Release your claim on a goal.")
 def release(
-    opts: _Opts,
     goal: Annotated[str, typer.Argument(help="The goal id.")],
     token: Annotated[int, typer.Option("--token", help="The fencing token the claim returned.")],
 ) -> None:
-    with opts.ledger() as ledger:
+    with _ledger() as ledger:
         lease = ledger.release(goal, token)
-    emit({"goal_id": goal, **lease.to_dict()}, opts.json, lambda: _print(f"{goal}: released token {lease.token}"))
+    emit({"goal_id": goal, **lease.to_dict()}, wants_json(), lambda: _print(f"{goal}: released token {lease.token}"))
 
 
 @_command("ready", "Goals a role may pick up: continueable, next role is ROLE, unclaimed.")
-def ready(opts: _Opts, role: Annotated[str | None, typer.Option("--role", help=f"Only this next role ({_ROLES}).")] = None) -> None:
-    with opts.ledger() as ledger:
+def ready(role: Annotated[str | None, typer.Option("--role", help=f"Only this next role ({_ROLES}).")] = None) -> None:
+    with _ledger() as ledger:
         rows = ledger.ready(role)
-    emit({"goals": [_status_json(d) for d in rows]}, opts.json, lambda: _status_rows(rows))
+    emit({"goals": [_status_json(d) for d in rows]}, wants_json(), lambda: _status_rows(rows))
 
 
 @_command("recall", "Memory first: recall for a query; scores >= 0.45 are relevant, else keyword fallback.")
 def recall(
-    opts: _Opts,
     query: Annotated[str, typer.Argument(help="What the record is about.")],
     limit: Annotated[int, typer.Option("--limit", min=1, max=100, help="How many memories.")] = 5,
 ) -> None:
-    with opts.ledger() as ledger:
+    with _ledger() as ledger:
         r = ledger.recall(query, limit=limit)
     lines = [f"{h['score']:.3f}  {h['id']}  {h['content'].splitlines()[0][:90]}" for h in r.hits]
-    emit({"query": r.query, "method": r.method, "relevant": r.relevant, "results": r.hits}, opts.json,
+    emit({"query": r.query, "method": r.method, "relevant": r.relevant, "results": r.hits}, wants_json(),
          lambda: _print("\n".join(lines) or "(nothing relevant)"))  # fmt: skip
