@@ -6,7 +6,7 @@ shares (store, identity, ``--json``) are the CLI's group-wide options (``_common
 so they may be given after the subcommand, as agents call it.
 """
 
-# No `from __future__ import annotations`: `shared` moves real annotation objects between signatures.
+from __future__ import annotations
 
 import json
 import os
