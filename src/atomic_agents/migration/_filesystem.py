@@ -123,7 +123,8 @@ class FilesystemMigrationBackend(RunnerMixin):
         """Every note and wiki page once, symlinks resolved, sidecars excluded (MUST 2)."""
         writer = self._commit.submit if (self._commit is not None and not dry_run) else None
         cache = self._parsed
-        return [FileUnit(p, t, dry_run=dry_run, writer=writer, cache=cache) for p, t in self._unit_paths()]
+        root = self.agents_root
+        return [FileUnit(p, t, dry_run=dry_run, writer=writer, cache=cache, root=root) for p, t in self._unit_paths()]
 
     def _unit_filename(self, unit: MigratableUnit) -> str | None:
         return os.path.basename(unit.unit_id)
@@ -177,7 +178,7 @@ class FilesystemMigrationBackend(RunnerMixin):
 
     def run_migration(self, target_version: int | str, dry_run: bool = True, **kwargs: Any) -> Any:
         """See :meth:`RunnerMixin.run_migration`; parsed files are cached for the run only."""
-        self._commit = GroupCommit()
+        self._commit = GroupCommit(self.agents_root)
         try:
             return super().run_migration(target_version, dry_run, **kwargs)
         finally:
@@ -211,10 +212,10 @@ class FilesystemMigrationBackend(RunnerMixin):
         return _VaultLock(self.agents_root)
 
     def _record_event(self, event: MigrationEvent) -> None:
-        record_event(self.audit_path, event)
+        record_event(self.audit_path, event, root=self.agents_root)
 
     def _record_history(self, line: str) -> None:
-        append_history(self.migrations_dir / HISTORY_FILE, line)
+        append_history(self.migrations_dir / HISTORY_FILE, line, root=self.agents_root)
 
     def _flush(self) -> None:
         # Every write of the pass is renamed into place and its folder fsynced before anything reads on.
@@ -249,14 +250,15 @@ class _VaultLock:
         self._held: list[FileLock] = []
 
     def __enter__(self) -> _VaultLock:
-        main = FileLock(self.root / LOCK_FILE, timeout=0, what="the migration lock")
+        main = FileLock(self.root / LOCK_FILE, root=self.root, timeout=0, what="the migration lock")
         main.acquire()  # LockBusyError: the runner answers "Another migration is already running"
         self._held.append(main)
         try:
             for agent in sorted(os.scandir(self.root), key=lambda e: e.name):
                 if agent.name.startswith((".", "_")) or not agent.is_dir(follow_symlinks=False):
                     continue
-                lock = FileLock(Path(agent.path) / AGENT_LOCK_FILE, timeout=AGENT_LOCK_WAIT, what=f"agent {agent.name!r}")
+                lock = FileLock(Path(agent.path) / AGENT_LOCK_FILE, root=self.root, timeout=AGENT_LOCK_WAIT,
+                                what=f"agent {agent.name!r}")
                 try:
                     lock.acquire()
                 except LockBusyError as exc:

@@ -120,9 +120,10 @@ def append_log(agent: Agent, entry: dict[str, Any]) -> Path:
     agent.require()
     parsed = _validate(entry, str(agent.log_dir))
     path = log_path(agent, parsed.when.date())
-    path.parent.mkdir(parents=True, exist_ok=True)
     # Serialise the caller's dict, not the model: unknown fields and the ts string stay as given.
-    append_line(path, json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+    # The folder is made and the file opened inside the root only, never through a symlink.
+    append_line(path, json.dumps(entry, ensure_ascii=False, separators=(",", ":")), root=agent.agents_root,
+                create_dirs=True)
     return path
 
 
