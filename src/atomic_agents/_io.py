@@ -128,7 +128,7 @@ def open_dir(root: StrPath, directory: StrPath, *, create: bool = False, naming:
                     os.mkdir(part, 0o755, dir_fd=fd)
                 nfd = _open_component(part, fd, named)
             except OSError as exc:
-                if exc.errno == errno.ELOOP:  # resolved without it a moment ago (or follow=False)
+                if _is_symlink_error(exc, part, fd):  # resolved without it a moment ago (or follow=False)
                     raise UnsafePathError(
                         f"folder {part!r} is a symlink; it is not followed here",
                         path=named,
@@ -146,10 +146,22 @@ def _open_component(part: str, fd: int, directory: StrPath) -> int:
     try:
         return os.open(part, _DIR_FLAGS, dir_fd=fd)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if _is_symlink_error(exc, part, fd):
             raise UnsafePathError(f"folder {part!r} turned into a symlink while being created; refused",
                                   path=directory) from None
         raise
+
+
+def _is_symlink_error(exc: OSError, part: str, fd: int) -> bool:
+    """``O_NOFOLLOW | O_DIRECTORY`` on a symlink fails with ELOOP, or on Linux with ENOTDIR."""
+    if exc.errno == errno.ELOOP:
+        return True
+    if exc.errno != errno.ENOTDIR:
+        return False
+    try:
+        return stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _parent(root: StrPath, path: StrPath, *, create: bool = False) -> tuple[int, str]:
