@@ -109,3 +109,27 @@ def test_cli_exits_1_naming_it(planted: tuple[Agent, Path], capsys: pytest.Captu
     assert code == 1 and "feedback_leak_rule.md" in out + err and LEAK not in out + err
     code, out, err = _run(capsys, "vault", "lint", "finance", "--agents-root", root)
     assert code == 1 and "feedback_leak_rule.md" in out + err and LEAK not in out + err
+
+
+def test_journal_log_and_persona_files_outside_the_root_are_not_read(agents_root: Path, outside: Outside) -> None:
+    from atomic_agents.vault import journal_items, query_logs
+
+    agent, _ = Vault(agents_root).init_agent("finance")
+    (outside.dir / "day.md").write_text(f"# day\n\n## What happened\n- {LEAK}\n")
+    (outside.dir / "day.jsonl").write_text('{"ts": "2026-05-06T09:00:00+00:00", "trigger": "cron", "model": "m", '
+                                           f'"input_tokens": 1, "output_tokens": 1, "status": "ok", "summary": "{LEAK}"}}\n')
+    (outside.dir / "IDENTITY.md").write_text(f"# IDENTITY — {LEAK}\n")
+    (agent.journal_dir / "2026-05").mkdir()
+    (agent.journal_dir / "2026-05" / "2026-05-06.md").symlink_to(outside.dir / "day.md")
+    (agent.log_dir / "2026-05").mkdir()
+    (agent.log_dir / "2026-05" / "2026-05-06.jsonl").symlink_to(outside.dir / "day.jsonl")
+    (agent.persona_dir / "IDENTITY.md").unlink()
+    (agent.persona_dir / "IDENTITY.md").symlink_to(outside.dir / "IDENTITY.md")
+    with pytest.raises(UnsafePathError) as exc:
+        journal_items(agent, TODAY)
+    assert LEAK not in str(exc.value)
+    result = query_logs(agent)
+    assert result.entries == [] and "outside the agents root" in result.invalid[0]
+    assert agent.title == "finance"
+    agent.new_note(_draft("honest_rule", "Honest rule"), today=TODAY)
+    assert LEAK not in (agent.memory_dir / "INDEX.md").read_text()

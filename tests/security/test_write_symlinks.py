@@ -236,3 +236,37 @@ def test_cache_folder_symlinked_out_is_not_written(agents_root: Path, outside: O
     assert Vault(agents_root).validate("finance") == []
     assert agent.list_notes()  # reading still works
     assert outside.state() == before
+
+
+# ------------------------------------------------------------------------------ the CLI
+CLI: dict[str, tuple[list[str], str]] = {
+    # command -> (argv after the agent, the place planted)
+    "new": (["vault", "new", "finance", "--type", "feedback", "--topic", "cli_rule", "--name", "Cli rule",
+             "--description", "When it matters", "--source", "observation"], "memory"),
+    "update": (["vault", "update", "finance", EXISTING, "--set", "description=changed"], "intent_marker"),
+    "rebuild": (["vault", "index", "rebuild", "finance"], "lock_file"),
+    "journal": (["vault", "journal", "add", "finance", "--happened", "x", "--date", "2026-05-06"], "journal"),
+    "log": (["vault", "log", "add", "finance", "--entry",
+             '{"ts": "2026-05-06T10:00:00+00:00", "trigger": "cron", "model": "m", "input_tokens": 1, '
+             '"output_tokens": 1, "status": "ok", "summary": "s"}'], "log"),
+    "init": (["vault", "init", "finance"], "persona"),
+    "validate": (["vault", "validate", "finance"], "agent_folder"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(CLI))
+def test_cli_exits_1_naming_the_symlink(command: str, agents_root: Path, outside: Outside,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from atomic_agents.cli import main
+
+    agent = _setup(agents_root)
+    argv, place = CLI[command]
+    planted = PLACES[place](agent, outside)
+    outside.age()
+    before = outside.state()
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--agents-root", str(agents_root)])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 1
+    assert str(planted) in out + err and "Traceback" not in out + err
+    assert outside.state() == before

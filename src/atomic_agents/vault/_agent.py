@@ -90,6 +90,8 @@ class Agent:
     def title(self) -> str:
         """Display name from IDENTITY.md's heading (``# IDENTITY — Name``), else the folder name."""
         ident = self.persona_dir / "IDENTITY.md"
+        if not _inside(self.agents_root, ident):
+            return self.name  # never copied into an INDEX header from outside the root
         with contextlib.suppress(OSError):
             with open(ident, encoding="utf-8") as fh:
                 first = fh.readline().strip()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._io import atomic_write, make_dirs
+from .._io import atomic_write, make_dirs, resolve_inside
 from ..exceptions import NotFoundError, ValidationError
 
 if TYPE_CHECKING:
@@ -97,6 +97,7 @@ def journal_items(agent: Agent, day: dt.date) -> list[JournalItem]:
     path = journal_path(agent, day)
     if not path.exists():
         raise NotFoundError(f"{path}: no journal for {day}", path=path)
+    resolve_inside(agent.agents_root, path, what="this journal")  # never read from outside the root
     items: list[JournalItem] = []
     section = ""
     for line in path.read_text(encoding="utf-8").splitlines():

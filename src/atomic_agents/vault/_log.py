@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from .._io import append_line
+from .._io import append_line, inside_root
 from ..exceptions import ValidationError
 
 if TYPE_CHECKING:
@@ -172,6 +172,9 @@ def query_logs(
             result.invalid.append(f"{path}: file name is not YYYY-MM-DD.jsonl")
             continue
         if (since and day < since) or (until and day > until):
+            continue
+        if not inside_root(agent.agents_root, path):
+            result.invalid.append(f"{path}: resolves outside the agents root; not read")
             continue
         with open(path, encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
