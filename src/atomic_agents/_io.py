@@ -90,35 +90,65 @@ def open_dir(root: StrPath, directory: StrPath, *, create: bool = False, naming:
              follow: bool = True) -> int:
     """A descriptor of ``directory``, which must resolve inside ``root``; the caller closes it.
 
-    The folder is resolved, checked against the (resolved) root, then opened one
-    component at a time from the root with ``O_NOFOLLOW | O_DIRECTORY``: a
-    component that turns into a symlink after the check is refused, not
-    followed. ``create`` makes missing folders (mode 0o755), each inside the one
-    before. Raises :class:`UnsafePathError` naming ``naming`` (the file about
-    to be written) or else ``directory``; ``FileNotFoundError`` if it is
-    missing and ``create`` is false. ``follow=False`` (restore) follows no
-    symlink below the root at all, even one that stays inside it.
+    Fast path: the folder's path below the root is opened one component at a
+    time from the root with ``O_NOFOLLOW | O_DIRECTORY``; when no component is
+    a symlink, it is inside by construction (and no symlink swapped in
+    meanwhile can be followed). When one is, the folder is resolved and
+    checked against the resolved root, then the resolved path is opened the
+    same way. ``create`` makes missing folders (mode 0o755), each inside the
+    one before. ``follow=False`` (restore) refuses any symlink below the root,
+    even one that stays inside. Raises :class:`UnsafePathError` naming
+    ``naming`` (the file about to be written) or else ``directory``;
+    ``FileNotFoundError`` if it is missing and ``create`` is false.
     """
-    real_root = os.path.realpath(root)
     named = directory if naming is None else naming
-    if follow:
-        real = os.path.realpath(directory)
-        if not _within(real_root, real):
-            raise UnsafePathError(
-                f"its folder resolves to {real}, outside the agents root {real_root}; nothing is written outside the root",
-                path=named,
-                resolved=real,
-                rule="outside-root",
-            )
-        rel = real[len(real_root):].strip(os.sep)
-    else:
-        rel = os.path.relpath(os.path.abspath(directory), os.path.abspath(root))
-        if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
-            raise UnsafePathError(f"is not under the agents root {root}", path=named, rule="outside-root")
-        rel = "" if rel == os.curdir else rel
-    fd = os.open(real_root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)  # the root itself may be a symlink: resolved above
+    rel = _lexical_rel(root, directory)
+    if rel is not None:
+        try:
+            return _walk(os.fspath(root), rel, create, named)
+        except _SymlinkOnTheWay as hit:
+            if not follow:
+                raise UnsafePathError(f"folder {hit.part!r} is a symlink; it is not followed here", path=named) from None
+    elif not follow:
+        raise UnsafePathError(f"is not under the agents root {root}", path=named, rule="outside-root")
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(directory)
+    if not _within(real_root, real):
+        raise UnsafePathError(
+            f"its folder resolves to {real}, outside the agents root {real_root}; nothing is written outside the root",
+            path=named,
+            resolved=real,
+            rule="outside-root",
+        )
+    parts = tuple(p for p in real[len(real_root):].split(os.sep) if p)
     try:
-        for part in rel.split(os.sep) if rel else ():
+        return _walk(real_root, parts, create, named)
+    except _SymlinkOnTheWay as hit:  # resolved without it a moment ago: swapped in meanwhile
+        raise UnsafePathError(f"folder {hit.part!r} turned into a symlink while being opened; refused",
+                              path=named) from None
+
+
+class _SymlinkOnTheWay(Exception):
+    def __init__(self, part: str) -> None:
+        self.part = part
+
+
+def _lexical_rel(root: StrPath, directory: StrPath) -> tuple[str, ...] | None:
+    """The components of ``directory`` below ``root``, as written; None if it is not written under it."""
+    raw = os.fspath(directory)
+    if os.pardir in raw.split(os.sep):
+        return None  # '..' after a symlink is not lexical: resolve instead
+    rel = os.path.relpath(os.path.abspath(raw), os.path.abspath(root))
+    if rel == os.curdir:
+        return ()
+    parts = tuple(rel.split(os.sep))
+    return None if parts[0] == os.pardir else parts
+
+
+def _walk(start: str, parts: tuple[str, ...], create: bool, named: StrPath) -> int:
+    fd = os.open(start, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)  # the root itself may be a symlink: trusted
+    try:
+        for part in parts:
             try:
                 nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except FileNotFoundError:
@@ -126,13 +156,15 @@ def open_dir(root: StrPath, directory: StrPath, *, create: bool = False, naming:
                     raise
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o755, dir_fd=fd)
-                nfd = _open_component(part, fd, named)
+                try:
+                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if _is_symlink_error(exc, part, fd):
+                        raise _SymlinkOnTheWay(part) from None
+                    raise
             except OSError as exc:
-                if _is_symlink_error(exc, part, fd):  # resolved without it a moment ago (or follow=False)
-                    raise UnsafePathError(
-                        f"folder {part!r} is a symlink; it is not followed here",
-                        path=named,
-                    ) from None
+                if _is_symlink_error(exc, part, fd):
+                    raise _SymlinkOnTheWay(part) from None
                 raise
             os.close(fd)
             fd = nfd
@@ -140,16 +172,6 @@ def open_dir(root: StrPath, directory: StrPath, *, create: bool = False, naming:
         os.close(fd)
         raise
     return fd
-
-
-def _open_component(part: str, fd: int, directory: StrPath) -> int:
-    try:
-        return os.open(part, _DIR_FLAGS, dir_fd=fd)
-    except OSError as exc:
-        if _is_symlink_error(exc, part, fd):
-            raise UnsafePathError(f"folder {part!r} turned into a symlink while being created; refused",
-                                  path=directory) from None
-        raise
 
 
 def _is_symlink_error(exc: OSError, part: str, fd: int) -> bool:

@@ -203,16 +203,22 @@ def test_a_symlinked_folder_that_stays_inside_is_followed(name: str, agents_root
 
 def test_a_symlink_swapped_in_after_the_check_is_not_followed(agents_root: Path, outside: Outside,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """The folder is opened component by component with O_NOFOLLOW: a race loses, it does not leak."""
+    """Folders are opened component by component with O_NOFOLLOW: a race loses, it does not leak.
+
+    The write goes through an alias inside the root (so the gate resolves and
+    checks the path); right after the check, a folder on the resolved path is
+    swapped for a symlink leading out.
+    """
     import atomic_agents._io as io
 
-    folder = agents_root / "a" / "memory"
+    folder = agents_root / "real" / "memory"
     folder.mkdir(parents=True)
+    (agents_root / "alias").symlink_to(agents_root / "real", target_is_directory=True)
     real_realpath = os.path.realpath
 
     def racing_realpath(path, *args, **kw):  # the check sees the real folder; then it is swapped
         out = real_realpath(path, *args, **kw)
-        if os.fspath(path) == str(folder) and not folder.is_symlink():
+        if out == real_realpath(folder) and not folder.is_symlink():
             shutil.rmtree(folder)
             folder.symlink_to(outside.dir, target_is_directory=True)
         return out
@@ -220,9 +226,10 @@ def test_a_symlink_swapped_in_after_the_check_is_not_followed(agents_root: Path,
     monkeypatch.setattr(io.os.path, "realpath", racing_realpath)
     outside.age()
     before = outside.state()
-    with pytest.raises(UnsafePathError, match="is a symlink"):
-        atomic_write(folder / "note.md", "x", root=agents_root)
+    with pytest.raises(UnsafePathError, match="turned into a symlink"):
+        atomic_write(agents_root / "alias" / "memory" / "note.md", "x", root=agents_root)
     assert outside.state() == before
+    assert folder.is_symlink()  # the swap did happen
 
 
 def test_cache_folder_symlinked_out_is_not_written(agents_root: Path, outside: Outside) -> None:
