@@ -278,3 +278,18 @@ def test_cli_rollback_exits_1_naming_the_symlink(agents_root: Path, outside: Out
     out, err = capsys.readouterr()
     assert exc.value.code == 1 and "caldwell/memory" in out + err and "Traceback" not in out + err
     assert outside.state() == before
+
+
+@pytest.mark.parametrize("linkname", ["/etc", "../../../../outside", "a/../../../.."])
+def test_tarfile_data_filter_is_a_second_line_of_defence(linkname: str, agents_root: Path, outside: Outside,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """With our own link rule switched off, tarfile's ``data`` filter still refuses links leading out."""
+    import atomic_agents.migration._snapshot as snap
+
+    backend, _ = _migrated(agents_root)
+    monkeypatch.setattr(snap, "safe_linkname", lambda root, rel, name: name)
+    name = _archive(backend, A, [("caldwell/memory/evil", linkname)])
+    before = tree(agents_root)
+    with pytest.raises(MigrationError, match="unsafe entry .*(outside the destination|absolute)"):
+        backend.restore_and_audit(name)
+    assert tree(agents_root) == before
