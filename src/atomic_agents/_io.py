@@ -1,9 +1,21 @@
-"""Durable file primitives: atomic replace, atomic append, advisory locks.
+"""Durable file primitives, confined to the agents root: atomic replace, append, in-place, locks.
 
-Every mutation of a vault file goes through :func:`atomic_write`: the bytes go
-to a temporary file in the same directory, which is fsynced, renamed over the
-target, and then the directory is fsynced so the rename itself is durable. A
-reader (or a crash) sees the old file or the new one, never a mix.
+Every mutation of a vault file goes through this module, and every function
+takes the agents ``root``. The one gate is :func:`open_dir`: it resolves the
+target's folder, refuses it if it leads outside the root (a symlinked agent,
+``memory/``, ``log/`` or ``journal/`` folder pointing elsewhere), then opens
+it component by component from the root with ``O_NOFOLLOW``, so a symlink
+swapped in meanwhile is refused too. Files are then created, opened and
+renamed relative to that folder descriptor (``openat``-style), each open with
+``O_NOFOLLOW``: a write never follows a final symlink, and never replaces one
+either. A refusal is an :class:`~atomic_agents.exceptions.UnsafePathError`
+naming the path. A symlink *inside* the root that resolves inside it (an alias
+of another agent's folder, say) is followed: where the write lands is inside.
+
+:func:`atomic_write`: the bytes go to a temporary file in the same folder,
+which is fsynced, renamed over the target, and then the folder is fsynced so
+the rename itself is durable. A reader (or a crash) sees the old file or the
+new one, never a mix.
 """
 
 from __future__ import annotations
@@ -12,18 +24,194 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
-from .exceptions import LockBusyError
+from .exceptions import LockBusyError, UnsafePathError
 
-__all__ = ["FileLock", "append_line", "atomic_write", "atomic_write_many", "fsync_dir", "pid_alive", "sweep_stale_temps"]
+__all__ = [
+    "FileLock",
+    "append_line",
+    "atomic_write",
+    "atomic_write_many",
+    "fsync_dir",
+    "inside_root",
+    "make_dirs",
+    "open_dir",
+    "pid_alive",
+    "read_nofollow",
+    "resolve_inside",
+    "sweep_stale_temps",
+    "write_in_place",
+]
+
+StrPath = str | os.PathLike[str]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC
 
 
-def fsync_dir(directory: str | os.PathLike[str]) -> None:
+# ------------------------------------------------------------------ the gate
+def inside_root(root: StrPath, path: StrPath) -> bool:
+    """True if ``path``, all symlinks resolved, is the root or lies under it."""
+    real_root = os.path.realpath(root)
+    return _within(real_root, os.path.realpath(path))
+
+
+def _within(real_root: str, real: str) -> bool:
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def resolve_inside(root: StrPath, path: StrPath, *, what: str = "path") -> str:
+    """``path`` with every symlink resolved; :class:`UnsafePathError` if that leaves ``root``.
+
+    >>> resolve_inside("/tmp", "/etc/passwd")  # doctest: +SKIP
+    Traceback (most recent call last):
+    UnsafePathError: /etc/passwd: resolves to /etc/passwd, outside the agents root /tmp [outside-root]
+    """
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if not _within(real_root, real):
+        raise UnsafePathError(
+            f"{what} resolves to {real}, outside the agents root {real_root}; nothing outside the root is read or written",
+            path=path,
+            resolved=real,
+            rule="outside-root",
+        )
+    return real
+
+
+def open_dir(root: StrPath, directory: StrPath, *, create: bool = False, naming: StrPath | None = None,
+             follow: bool = True) -> int:
+    """A descriptor of ``directory``, which must resolve inside ``root``; the caller closes it.
+
+    Fast path: the folder's path below the root is opened one component at a
+    time from the root with ``O_NOFOLLOW | O_DIRECTORY``; when no component is
+    a symlink, it is inside by construction (and no symlink swapped in
+    meanwhile can be followed). When one is, the folder is resolved and
+    checked against the resolved root, then the resolved path is opened the
+    same way. ``create`` makes missing folders (mode 0o755), each inside the
+    one before. ``follow=False`` (restore) refuses any symlink below the root,
+    even one that stays inside. Raises :class:`UnsafePathError` naming
+    ``naming`` (the file about to be written) or else ``directory``;
+    ``FileNotFoundError`` if it is missing and ``create`` is false.
+    """
+    named = directory if naming is None else naming
+    rel = _lexical_rel(root, directory)
+    if rel is not None:
+        try:
+            return _walk(os.fspath(root), rel, create, named)
+        except _SymlinkOnTheWay as hit:
+            if not follow:
+                raise UnsafePathError(f"folder {hit.part!r} is a symlink; it is not followed here", path=named) from None
+    elif not follow:
+        raise UnsafePathError(f"is not under the agents root {root}", path=named, rule="outside-root")
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(directory)
+    if not _within(real_root, real):
+        raise UnsafePathError(
+            f"its folder resolves to {real}, outside the agents root {real_root}; nothing is written outside the root",
+            path=named,
+            resolved=real,
+            rule="outside-root",
+        )
+    parts = tuple(p for p in real[len(real_root):].split(os.sep) if p)
+    try:
+        return _walk(real_root, parts, create, named)
+    except _SymlinkOnTheWay as hit:  # resolved without it a moment ago: swapped in meanwhile
+        raise UnsafePathError(f"folder {hit.part!r} turned into a symlink while being opened; refused",
+                              path=named) from None
+
+
+class _SymlinkOnTheWay(Exception):
+    def __init__(self, part: str) -> None:
+        self.part = part
+
+
+def _lexical_rel(root: StrPath, directory: StrPath) -> tuple[str, ...] | None:
+    """The components of ``directory`` below ``root``, as written; None if it is not written under it."""
+    raw = os.fspath(directory)
+    if os.pardir in raw.split(os.sep):
+        return None  # '..' after a symlink is not lexical: resolve instead
+    rel = os.path.relpath(os.path.abspath(raw), os.path.abspath(root))
+    if rel == os.curdir:
+        return ()
+    parts = tuple(rel.split(os.sep))
+    return None if parts[0] == os.pardir else parts
+
+
+def _walk(start: str, parts: tuple[str, ...], create: bool, named: StrPath) -> int:
+    fd = os.open(start, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)  # the root itself may be a symlink: trusted
+    try:
+        for part in parts:
+            try:
+                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                try:
+                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if _is_symlink_error(exc, part, fd):
+                        raise _SymlinkOnTheWay(part) from None
+                    raise
+            except OSError as exc:
+                if _is_symlink_error(exc, part, fd):
+                    raise _SymlinkOnTheWay(part) from None
+                raise
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _is_symlink_error(exc: OSError, part: str, fd: int) -> bool:
+    """``O_NOFOLLOW | O_DIRECTORY`` on a symlink fails with ELOOP, or on Linux with ENOTDIR."""
+    if exc.errno == errno.ELOOP:
+        return True
+    if exc.errno != errno.ENOTDIR:
+        return False
+    try:
+        return stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _parent(root: StrPath, path: StrPath, *, create: bool = False) -> tuple[int, str]:
+    p = os.fspath(path)
+    return open_dir(root, os.path.dirname(p) or ".", create=create, naming=p), os.path.basename(p)
+
+
+def _not_a_symlink(dfd: int, name: str, path: StrPath) -> int | None:
+    """Permission bits of the existing file (kept by its replacement); refuses a symlink."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafePathError("is a symlink; a write never follows or replaces one", path=path)
+    return st.st_mode & 0o777
+
+
+def _open_nofollow(dfd: int, name: str, flags: int, path: StrPath, mode: int = 0o644) -> int:
+    try:
+        return os.open(name, flags | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError("is a symlink; a write never follows one", path=path) from None
+        raise
+
+
+def fsync_dir(directory: StrPath) -> None:
     """Make a rename or a new entry in ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -32,79 +220,67 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, sync_dir: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically and durably.
+# ------------------------------------------------------------------ writers
+def atomic_write(path: StrPath, data: bytes | str, *, root: StrPath, sync_dir: bool = True,
+                 durable: bool = True) -> None:
+    """Replace ``path`` (inside ``root``) with ``data`` atomically and durably.
 
-    temp file in the same directory + fsync + rename + fsync of the directory.
-    The file keeps its permission bits if it existed. A missing parent folder
-    is created (as the reference implementation does), but only below the
-    nearest folder that exists: see :func:`_make_parents`.
+    temp file in the same folder + fsync + rename + fsync of the folder
+    (``durable=False`` skips both fsyncs: caches). The file keeps its
+    permission bits if it existed. A symlink at ``path`` is refused. A missing
+    parent folder is created (as the reference implementation does), inside
+    ``root`` only, through the same gate as every write (:func:`open_dir`).
 
-    >>> atomic_write("/tmp/example.md", "hello\\n")  # doctest: +SKIP
+    >>> atomic_write("/tmp/vault/example.md", "hello\\n", root="/tmp/vault")  # doctest: +SKIP
     """
-    target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    mode = _mode_of(target)
+    dfd, name = _parent(root, path, create=True)
     try:
-        tmp, fd = _write_unsynced(target, payload, mode)
-    except FileNotFoundError:
-        if not _make_parents(target.parent):
+        tmp, fd = _write_unsynced(dfd, name, payload, _not_a_symlink(dfd, name, path))
+        try:
+            if durable:
+                _sync_close(fd)
+            else:
+                os.close(fd)
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
             raise
-        tmp, fd = _write_unsynced(target, payload, mode)
-    try:
-        _sync_close(fd)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    if sync_dir:
-        fsync_dir(target.parent)
+        if sync_dir and durable:
+            os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
-def _make_parents(parent: Path) -> bool:
-    """Create the missing folders of ``parent`` inside its nearest existing ancestor; False if none were missing.
-
-    The ancestor is opened with ``O_NOFOLLOW`` (a symlink there is refused:
-    folders are never created through a link), and each new folder is made
-    relative to an open descriptor of the one above it and reopened with
-    ``O_NOFOLLOW``, so the chain stays inside that ancestor's tree: a symlink
-    planted at a missing name, or swapped in meanwhile, is refused, never
-    followed. A ``..`` or ``.`` among the missing parts is refused too (it
-    would leave the tree).
-    """
-    missing: list[str] = []
-    base = parent
-    while not os.path.lexists(base):
-        if base.name in ("", ".", "..") or base.parent == base:
-            raise FileNotFoundError(errno.ENOENT, "cannot create the parent folder", str(parent))
-        missing.append(base.name)
-        base = base.parent
-    if not missing:
-        return False
+def write_in_place(path: StrPath, payload: bytes, *, root: StrPath) -> None:
+    """Overwrite ``path`` in place (one ``pwrite`` + truncate, no fsync); a symlink is refused."""
+    dfd, name = _parent(root, path)
     try:
-        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError as exc:
-        raise FileNotFoundError(errno.ENOENT, f"not creating folders under {base} (not a real folder)", str(parent)) from exc
+        fd = _open_nofollow(dfd, name, os.O_WRONLY | os.O_CREAT, path)
+    finally:
+        os.close(dfd)
     try:
-        for name in reversed(missing):
-            with contextlib.suppress(FileExistsError):  # a concurrent writer made it: reopened below, no follow
-                os.mkdir(name, 0o755, dir_fd=fd)
-            os.fsync(fd)  # the new entry is durable before anything is written below it
-            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = child
+        os.pwrite(fd, payload, 0)
+        os.ftruncate(fd, len(payload))
     finally:
         os.close(fd)
-    return True
 
 
-def _mode_of(path: Path) -> int | None:
-    """Permission bits of an existing file, kept by the replacement."""
+def read_nofollow(path: StrPath, *, root: StrPath) -> bytes:
+    """The bytes of ``path`` (inside ``root``), refusing a final symlink; ``FileNotFoundError`` if absent."""
+    dfd, name = _parent(root, path)
     try:
-        return os.stat(path).st_mode & 0o777
-    except FileNotFoundError:
-        return None
+        try:
+            fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=dfd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafePathError("is a symlink; refused", path=path) from None
+            raise
+    finally:
+        os.close(dfd)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
 
 
 def pid_alive(pid: int) -> bool:
@@ -118,22 +294,28 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def sweep_stale_temps(directory: str | os.PathLike[str]) -> list[Path]:
+def sweep_stale_temps(directory: StrPath, *, root: StrPath) -> list[Path]:
     """Remove temp files left by writers that were killed mid-write (their pid is gone).
 
     A killed writer never got to rename its temp file, so the target still holds
     the old version; the temp file is garbage.
     """
     removed: list[Path] = []
-    folder = Path(directory)
-    if not folder.is_dir():
+    try:
+        dfd = open_dir(root, directory)
+    except (FileNotFoundError, NotADirectoryError):
         return removed
-    for p in folder.glob(".*.tmp"):
-        parts = p.name.rsplit(".", 3)  # .{name}.{pid}.{ns}.tmp
-        if len(parts) == 4 and parts[1].isdigit() and not pid_alive(int(parts[1])):
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
-                removed.append(p)
+    try:
+        for name in os.listdir(dfd):
+            if not (name.startswith(".") and name.endswith(".tmp")):
+                continue
+            parts = name.rsplit(".", 3)  # .{name}.{pid}.{ns}.tmp
+            if len(parts) == 4 and parts[1].isdigit() and not pid_alive(int(parts[1])):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=dfd)
+                    removed.append(Path(directory) / name)
+    finally:
+        os.close(dfd)
     return removed
 
 
@@ -149,9 +331,10 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
-def _write_unsynced(path: Path, payload: bytes, mode: int | None) -> tuple[Path, int]:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644 if mode is None else mode)
+def _write_unsynced(dfd: int, name: str, payload: bytes, mode: int | None) -> tuple[str, int]:
+    tmp = f".{name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+    # O_EXCL never follows a symlink; O_NOFOLLOW says so twice.
+    fd = _open_nofollow(dfd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, tmp, 0o644 if mode is None else mode)
     try:
         view = memoryview(payload)
         while view:
@@ -159,7 +342,7 @@ def _write_unsynced(path: Path, payload: bytes, mode: int | None) -> tuple[Path,
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dfd)
         raise
     return tmp, fd
 
@@ -171,83 +354,115 @@ def _sync_close(fd: int) -> None:
         os.close(fd)
 
 
-def atomic_write_many(items: Sequence[tuple[Path, bytes | str]]) -> None:
-    """Write several files, each atomically and durably, with their fsyncs overlapped.
+def atomic_write_many(items: Sequence[tuple[Path, bytes | str]], *, root: StrPath) -> None:
+    """Write several files (inside ``root``), each atomically and durably, with their fsyncs overlapped.
 
     Every temp file is written, then all are fsynced at once on a small thread
     pool (the device flushes them together: group commit), then renamed in the
-    order given, then each directory is fsynced once. No file is renamed before
+    order given, then each folder is fsynced once. No file is renamed before
     every temp file is durable, so each target is old or new, never partial.
     The batch is not a transaction: a crash between two renames leaves some new.
+    Every folder and target is checked before the first byte is written.
     """
     if not items:
         return
-    staged: list[tuple[Path, Path, int]] = []
+    dirs: dict[str, int] = {}
+    staged: list[tuple[str, int, str, int]] = []  # name, folder fd, temp name, temp fd
+    try:
+        plan: list[tuple[StrPath, str, int, bytes, int | None]] = []
+        for path, data in items:
+            parent = os.path.dirname(os.fspath(path)) or "."
+            if parent not in dirs:
+                dirs[parent] = open_dir(root, parent, naming=path)
+            dfd, name = dirs[parent], os.path.basename(os.fspath(path))
+            payload = data.encode("utf-8") if isinstance(data, str) else data
+            plan.append((path, name, dfd, payload, _not_a_symlink(dfd, name, path)))
+        try:
+            try:
+                for _, name, dfd, payload, mode in plan:
+                    tmp, fd = _write_unsynced(dfd, name, payload, mode)
+                    staged.append((name, dfd, tmp, fd))
+            except BaseException:
+                for _, _, _, fd in staged:
+                    os.close(fd)  # never fsynced: nobody else holds these descriptors yet
+                raise
+            if len(staged) <= 2:
+                # measured here: for one or two files, handing fsyncs to threads costs more than it overlaps
+                failed: list[BaseException] = []
+                for *_, fd in staged:
+                    try:
+                        _sync_close(fd)  # closes fd even when fsync fails
+                    except OSError as exc:
+                        failed.append(exc)
+                if failed:
+                    raise failed[0]
+            else:
+                futures = [_pool().submit(_sync_close, fd) for *_, fd in staged]
+                wait(futures)  # every descriptor is closed before any error is raised
+                for f in futures:
+                    f.result()
+            for name, dfd, tmp, _ in staged:
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            for _, dfd, tmp, _ in staged:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dfd)
+            raise
+        for dfd in dirs.values():
+            os.fsync(dfd)
+    finally:
+        for dfd in dirs.values():
+            os.close(dfd)
+
+
+def append_line(path: StrPath, line: str, *, root: StrPath, fsync: bool = True, create_dirs: bool = False) -> None:
+    """Append one line with a single O_APPEND ``write`` so concurrent appenders never interleave.
+
+    ``path`` must lie inside ``root`` and is opened with ``O_NOFOLLOW``;
+    ``create_dirs`` makes its missing folders (inside the root).
+    """
+    data = (line.rstrip("\n") + "\n").encode("utf-8")
+    dfd, name = _parent(root, path, create=create_dirs)
     try:
         try:
-            for path, data in items:
-                payload = data.encode("utf-8") if isinstance(data, str) else data
-                tmp, fd = _write_unsynced(path, payload, _mode_of(path))
-                staged.append((path, tmp, fd))
-        except BaseException:
-            for _, _, fd in staged:
-                os.close(fd)  # never fsynced: nobody else holds these descriptors yet
-            raise
-        if len(staged) <= 2:
-            # measured here: for one or two files, handing fsyncs to threads costs more than it overlaps
-            failed: list[BaseException] = []
-            for _, _, fd in staged:
-                try:
-                    _sync_close(fd)  # closes fd even when fsync fails
-                except OSError as exc:
-                    failed.append(exc)
-            if failed:
-                raise failed[0]
-        else:
-            futures = [_pool().submit(_sync_close, fd) for _, _, fd in staged]
-            wait(futures)  # every descriptor is closed before any error is raised
-            for f in futures:
-                f.result()
-        for path, tmp, _ in staged:
-            os.replace(tmp, path)
-    except BaseException:
-        for _, tmp, _ in staged:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        raise
-    for d in dict.fromkeys(path.parent for path, _ in items):
-        fsync_dir(d)
-
-
-def append_line(path: str | os.PathLike[str], line: str, *, fsync: bool = True) -> None:
-    """Append one line with a single O_APPEND ``write`` so concurrent appenders never interleave."""
-    data = (line.rstrip("\n") + "\n").encode("utf-8")
-    target = Path(path)
-    created = not target.exists()
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        written = os.write(fd, data)
-        if written != len(data):  # pragma: no cover - regular files write fully
-            raise OSError(errno.EIO, f"short append to {target}")
-        if fsync:
-            os.fsync(fd)
+            os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            created = False
+        except FileNotFoundError:
+            created = True
+        fd = _open_nofollow(dfd, name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, path)
+        try:
+            written = os.write(fd, data)
+            if written != len(data):  # pragma: no cover - regular files write fully
+                raise OSError(errno.EIO, f"short append to {path}")
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created and fsync:
+            os.fsync(dfd)
     finally:
-        os.close(fd)
-    if created and fsync:
-        fsync_dir(target.parent)
+        os.close(dfd)
+
+
+def make_dirs(directory: StrPath, *, root: StrPath) -> None:
+    """``mkdir -p`` inside ``root``: refuses a folder that resolves outside it."""
+    os.close(open_dir(root, directory, create=True))
 
 
 class FileLock:
-    """An exclusive advisory lock (``flock``) on a lock file.
+    """An exclusive advisory lock (``flock``) on a lock file inside ``root``.
 
     ``timeout=0`` refuses at once if the lock is held; ``None`` waits forever.
+    The lock file is opened with ``O_NOFOLLOW`` (a symlinked lock file is refused,
+    never created or truncated elsewhere); its missing folder is created inside the root.
 
-    >>> with FileLock("/tmp/x.lock", timeout=5):  # doctest: +SKIP
+    >>> with FileLock("/tmp/vault/x.lock", root="/tmp/vault", timeout=5):  # doctest: +SKIP
     ...     ...
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float | None = 30.0, what: str = "lock") -> None:
+    def __init__(self, path: StrPath, *, root: StrPath, timeout: float | None = 30.0, what: str = "lock") -> None:
         self.path = Path(path)
+        self.root = root
         self.timeout = timeout
         self.what = what
         self._fd: int | None = None
@@ -257,11 +472,11 @@ class FileLock:
         if self._fd is not None:
             self._depth += 1
             return
+        dfd, name = _parent(self.root, self.path, create=True)
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:  # first lock in a new folder
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = _open_nofollow(dfd, name, os.O_RDWR | os.O_CREAT, self.path)
+        finally:
+            os.close(dfd)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         delay = 0.001
         while True:
@@ -298,6 +513,6 @@ class FileLock:
 
 
 @contextlib.contextmanager
-def locked(path: str | os.PathLike[str], *, timeout: float | None = 30.0, what: str = "lock") -> Iterator[None]:
-    with FileLock(path, timeout=timeout, what=what):
+def locked(path: StrPath, *, root: StrPath, timeout: float | None = 30.0, what: str = "lock") -> Iterator[None]:
+    with FileLock(path, root=root, timeout=timeout, what=what):
         yield

@@ -9,6 +9,7 @@ a one-line ``str()`` fit for a CLI. Never match on the message text.
     AtomicAgentsError
     ├── ValidationError            bad input: .path .field .rule .record
     │   ├── UnsafeNameError        a name/path that would escape its folder
+    │   │   └── UnsafePathError    a write/read through a symlink, or out of the agents root
     │   ├── FrontmatterParseError  YAML that does not parse: .line
     │   └── SecretRejectedError    content that looks like a secret: .pattern
     ├── NotFoundError              .path or .record
@@ -24,6 +25,7 @@ a one-line ``str()`` fit for a CLI. Never match on the message text.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "SecretRejectedError",
     "StoreError",
     "UnsafeNameError",
+    "UnsafePathError",
     "ValidationError",
 ]
 
@@ -95,6 +98,21 @@ class ValidationError(AtomicAgentsError):
 
 class UnsafeNameError(ValidationError):
     """A name or path that is not lowercase snake_case, or would leave its folder."""
+
+
+class UnsafePathError(UnsafeNameError):
+    """A path that resolves outside the agents root, or a final symlink a write will not follow.
+
+    ``.path`` is the path as the caller named it; ``.resolved`` where it really leads (if known).
+
+    >>> str(UnsafePathError("is a symlink; writes never follow one", path="a/memory/INDEX.md"))
+    'a/memory/INDEX.md: is a symlink; writes never follow one [symlink]'
+    """
+
+    def __init__(self, message: str, *, path: str | os.PathLike[str] | None = None, resolved: str | None = None,
+                 rule: str = "symlink") -> None:
+        self.resolved = resolved
+        super().__init__(message, path=None if path is None else os.fspath(path), rule=rule)
 
 
 class FrontmatterParseError(ValidationError):

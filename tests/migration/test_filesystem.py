@@ -64,12 +64,15 @@ def test_must3_writes_go_through_temp_fsync_rename(agents_root: Path, monkeypatc
     seen: list[tuple[str, bool, bool]] = []
     real = os.replace
 
-    def spy(tmp, path) -> None:
+    def spy(tmp, path, *, src_dir_fd=None, dst_dir_fd=None) -> None:
         # At rename time the temp holds the new bytes and the unit still holds the old ones.
-        if Path(path).parent.name in ("memory", "wiki"):
-            new, old = Path(tmp).read_bytes(), Path(path).read_bytes()
+        # Writers rename relative to their folder's descriptor (issue 7: never through a symlink).
+        folder = Path(os.readlink(f"/proc/self/fd/{dst_dir_fd}")) if dst_dir_fd is not None else Path(path).parent
+        src = Path(os.readlink(f"/proc/self/fd/{src_dir_fd}")) / tmp if src_dir_fd is not None else Path(tmp)
+        if folder.name in ("memory", "wiki"):
+            new, old = src.read_bytes(), (folder / path).read_bytes()
             seen.append((Path(path).name, b"schema_version: 1" in new, b"schema_version" not in old))
-        real(tmp, path)
+        real(tmp, path, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
 
     monkeypatch.setattr(io.os, "replace", spy)
     assert backend.run_migration(1, dry_run=False, **QUIET).ok
@@ -237,13 +240,13 @@ def test_run_holds_every_agent_write_lock(agents_root: Path) -> None:
     def during_run(ref, text) -> None:
         for agent in ("caldwell", "nova"):
             try:
-                FileLock(agents_root / agent / ".agent.lock", timeout=0).acquire()
+                FileLock(agents_root / agent / ".agent.lock", root=agents_root, timeout=0).acquire()
             except LockBusyError:
                 blocked.append(agent)
 
     assert backend.run_migration(1, dry_run=False, announce=during_run).ok
     assert blocked == ["caldwell", "nova"]
-    with FileLock(agents_root / "nova" / ".agent.lock", timeout=0):  # released afterwards
+    with FileLock(agents_root / "nova" / ".agent.lock", root=agents_root, timeout=0):  # released afterwards
         pass
 
 
@@ -253,7 +256,7 @@ def test_busy_agent_refuses_the_run_and_releases_everything(agents_root: Path, m
     monkeypatch.setattr("atomic_agents.migration._filesystem.AGENT_LOCK_WAIT", 0.05)
     backend = _legacy_vault(agents_root)
     before = tree(agents_root)
-    with FileLock(agents_root / "nova" / ".agent.lock", timeout=0):
+    with FileLock(agents_root / "nova" / ".agent.lock", root=agents_root, timeout=0):
         with pytest.raises(MigrationError, match="agent 'nova' is being written to"):
             backend.run_migration(1, dry_run=False, **QUIET)
     assert tree(agents_root) == before
@@ -358,7 +361,8 @@ def test_must4_restore_refuses_an_archive_writing_through_its_own_symlink(vault:
     archive.parent.mkdir(parents=True)
     with tarfile.open(archive, "w:gz") as tar:
         link = tarfile.TarInfo("caldwell/evil")
-        link.type, link.linkname = tarfile.SYMTYPE, str(outside)
+        # a target inside the vault (one outside is refused on its own: tests/security)
+        link.type, link.linkname = tarfile.SYMTYPE, "memory"
         tar.addfile(link)
         data = b"pwned"
         member = tarfile.TarInfo("caldwell/evil/x.md")

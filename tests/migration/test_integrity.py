@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from atomic_agents._io import atomic_write
+from atomic_agents.exceptions import UnsafePathError
 from atomic_agents._schema import CURRENT_SCHEMA_VERSION
 from atomic_agents.exceptions import MigrationError
 from atomic_agents.migration import FilesystemMigrationBackend, MigrationSnapshotRef, parse_target_version
@@ -327,7 +328,7 @@ def test_a_failed_restore_after_a_script_crash_is_returned_too(agents_root: Path
 
 
 def test_atomic_write_creates_a_missing_parent_inside_the_tree(tmp_path: Path) -> None:
-    atomic_write(tmp_path / "a" / "b" / "c.md", "x\n")
+    atomic_write(tmp_path / "a" / "b" / "c.md", "x\n", root=tmp_path)
     assert (tmp_path / "a" / "b" / "c.md").read_text() == "x\n"
 
 
@@ -336,12 +337,13 @@ def test_atomic_write_never_creates_a_parent_through_a_symlink_or_dotdot(tmp_pat
     inside.mkdir()
     outside.mkdir()
     (inside / "link").symlink_to(outside, target_is_directory=True)
-    with pytest.raises(OSError):
-        atomic_write(inside / "link" / "new" / "c.md", "x\n")
+    refused = (OSError, UnsafePathError)
+    with pytest.raises(refused):
+        atomic_write(inside / "link" / "new" / "c.md", "x\n", root=inside)
     (inside / "dangling").symlink_to(outside / "nowhere")
-    with pytest.raises(OSError):
-        atomic_write(inside / "dangling" / "c.md", "x\n")
-    with pytest.raises(OSError):
-        atomic_write(inside / "q" / ".." / ".." / "escaped" / "c.md", "x\n")
+    with pytest.raises(refused):
+        atomic_write(inside / "dangling" / "c.md", "x\n", root=inside)
+    with pytest.raises(refused):
+        atomic_write(inside / "q" / ".." / ".." / "escaped" / "c.md", "x\n", root=inside)
     assert list(outside.iterdir()) == [] and not (tmp_path / "escaped").exists()
     assert tree(inside) == {"link": "-> " + str(outside), "dangling": "-> " + str(outside / "nowhere")}

@@ -52,8 +52,8 @@ def _seed(agent: Agent) -> None:
 
 def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
     target = tmp_path / "f.md"
-    atomic_write(target, "old")
-    atomic_write(target, "new")
+    atomic_write(target, "old", root=tmp_path)
+    atomic_write(target, "new", root=tmp_path)
     assert target.read_text() == "new"
     assert [p.name for p in tmp_path.iterdir()] == ["f.md"]  # no temp file left behind
 
@@ -120,8 +120,8 @@ def test_concurrent_log_appenders_never_interleave(agent: Agent) -> None:
 
 def test_append_line_is_one_line(tmp_path: Path) -> None:
     f = tmp_path / "x.jsonl"
-    append_line(f, json.dumps({"a": 1}))
-    append_line(f, json.dumps({"a": 2}) + "\n")
+    append_line(f, json.dumps({"a": 1}), root=tmp_path)
+    append_line(f, json.dumps({"a": 2}) + "\n", root=tmp_path)
     assert f.read_text() == '{"a": 1}\n{"a": 2}\n'
 
 
@@ -146,9 +146,9 @@ def test_atomic_write_many_is_all_durable_before_any_rename(tmp_path: Path, monk
     import pytest
 
     with pytest.raises(OSError):
-        atomic_write_many([(a, "new a"), (b, "new b")])
+        atomic_write_many([(a, "new a"), (b, "new b")], root=tmp_path)
     assert a.read_text() == "old a" and not b.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md"]
     monkeypatch.setattr(io.os, "fsync", real_fsync)
-    atomic_write_many([(a, "new a"), (b, "new b")])
+    atomic_write_many([(a, "new a"), (b, "new b")], root=tmp_path)
     assert (a.read_text(), b.read_text()) == ("new a", "new b")

@@ -90,9 +90,9 @@ def test_batch_writes_index_once(agent: Agent, monkeypatch) -> None:
     writes: list[str] = []
     real = mod.atomic_write_many
 
-    def spy(items):  # records every file written
+    def spy(items, **kw):  # records every file written
         writes.extend(str(p) for p, _ in items)
-        return real(items)
+        return real(items, **kw)
 
     monkeypatch.setattr(mod, "atomic_write_many", spy)
     agent.create_notes([draft(f"rule_{i:02d}") for i in range(50)])
@@ -130,9 +130,9 @@ def test_big_section_splits_into_parts_and_a_write_touches_one(agent: Agent, mon
     written: list[str] = []
     real = mod.atomic_write_many
 
-    def spy(items):
+    def spy(items, **kw):
         written.extend(p.name for p, _ in items)
-        return real(items)
+        return real(items, **kw)
 
     monkeypatch.setattr(mod, "atomic_write_many", spy)
     agent.update_note("feedback_rule_005.md", {"description": "changed"})

@@ -329,9 +329,9 @@ def _die_after(monkeypatch: pytest.MonkeyPatch, renames: int) -> list[str]:
 
     done: list[str] = []
 
-    def dying(items):  # type: ignore[no-untyped-def]
+    def dying(items, *, root):  # type: ignore[no-untyped-def]
         for path, data in items[:renames]:
-            atomic_write(path, data)
+            atomic_write(path, data, root=root)
             done.append(path.name)
         monkeypatch.undo()
         raise _Killed
@@ -399,8 +399,8 @@ KILLER = textwrap.dedent(
     import atomic_agents.vault._agent as mod
     from atomic_agents._io import atomic_write
     from atomic_agents.vault import Vault
-    def dying(items):
-        atomic_write(items[0][0], items[0][1])
+    def dying(items, *, root):
+        atomic_write(items[0][0], items[0][1], root=root)
         os.kill(os.getpid(), signal.SIGKILL)
     mod.atomic_write_many = dying
     agent = Vault(sys.argv[1]).agent("finance")

@@ -66,10 +66,10 @@ def make_event(
     )
 
 
-def record_event(audit_path: Path, event: MigrationEvent) -> None:
-    """Durably append one event line."""
-    audit_path.parent.mkdir(parents=True, exist_ok=True)
-    append_line(audit_path, json.dumps(event.to_dict(), ensure_ascii=False, sort_keys=False))
+def record_event(audit_path: Path, event: MigrationEvent, *, root: Path) -> None:
+    """Durably append one event line (inside ``root``, never through a symlink)."""
+    append_line(audit_path, json.dumps(event.to_dict(), ensure_ascii=False, sort_keys=False), root=root,
+                create_dirs=True)
 
 
 def read_events(audit_path: Path) -> list[dict[str, Any]]:
@@ -85,9 +85,8 @@ def read_events(audit_path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def append_history(readme: Path, line: str) -> None:
+def append_history(readme: Path, line: str, *, root: Path) -> None:
     """Add ``- <line>`` to the README's history, creating the README if needed."""
-    readme.parent.mkdir(parents=True, exist_ok=True)
-    if not readme.exists():
-        append_line(readme, _README_HEADER.rstrip("\n") + "\n")
-    append_line(readme, f"- {_now()} {line}")
+    if not readme.exists() and not readme.is_symlink():
+        append_line(readme, _README_HEADER.rstrip("\n") + "\n", root=root, create_dirs=True)
+    append_line(readme, f"- {_now()} {line}", root=root, create_dirs=True)

@@ -31,7 +31,8 @@ _WORKERS = 8
 class GroupCommit:
     """Submit atomic writes; :meth:`drain` makes them all durable or raises the first failure."""
 
-    def __init__(self, workers: int = _WORKERS) -> None:
+    def __init__(self, root: str | os.PathLike[str], workers: int = _WORKERS) -> None:
+        self._root = root
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="atomic-agents-commit")
         self._pending: list[Future[None]] = []
         self._dirs: set[str] = set()
@@ -40,7 +41,7 @@ class GroupCommit:
         """Write ``data`` to a temp file next to ``path``, fsync it, rename it over ``path``: on the pool."""
         # _io.atomic_write without the folder fsync (drain does that once per folder); its temp
         # name shape (.<name>.<pid>.<ns>.tmp) is what a restore recognises as a killed run's debris.
-        future = self._pool.submit(atomic_write, path, data, sync_dir=False)
+        future = self._pool.submit(atomic_write, path, data, root=self._root, sync_dir=False)
         self._pending.append(future)
         self._dirs.add(os.path.dirname(path))
         return future

@@ -145,7 +145,8 @@ class FilesystemMigrationBackend(RunnerMixin):
         """Every note and wiki page once, symlinks resolved, sidecars excluded (MUST 2)."""
         writer = self._commit.submit if (self._commit is not None and not dry_run) else None
         cache = self._parsed
-        return [FileUnit(p, t, dry_run=dry_run, writer=writer, cache=cache) for p, t in self._unit_paths()]
+        root = self.agents_root
+        return [FileUnit(p, t, dry_run=dry_run, writer=writer, cache=cache, root=root) for p, t in self._unit_paths()]
 
     def _unit_filename(self, unit: MigratableUnit) -> str | None:
         return os.path.basename(unit.unit_id)
@@ -199,7 +200,7 @@ class FilesystemMigrationBackend(RunnerMixin):
 
     def run_migration(self, target_version: int | str, dry_run: bool = True, **kwargs: Any) -> Any:
         """See :meth:`RunnerMixin.run_migration`; parsed files are cached for the run only."""
-        self._commit = GroupCommit()
+        self._commit = GroupCommit(self.agents_root)
         try:
             return super().run_migration(target_version, dry_run, **kwargs)
         finally:
@@ -237,7 +238,7 @@ class FilesystemMigrationBackend(RunnerMixin):
         # the lock reads its from_version here instead of scanning the vault (MUST 8).
         data = {"pid": os.getpid(), "run_id": run_id, "from_version": plan.from_version, "to_version": plan.to_version}
         try:
-            atomic_write(self.agents_root / PLAN_FILE, json.dumps(data) + "\n")
+            atomic_write(self.agents_root / PLAN_FILE, json.dumps(data) + "\n", root=self.agents_root)
         except OSError as exc:  # only the refused run's audit detail depends on it
             log.warning("could not publish the migration plan: %s", exc)
 
@@ -260,10 +261,10 @@ class FilesystemMigrationBackend(RunnerMixin):
             log.warning("removed %s, the staging folder of a rollback that was killed", self.migrations_dir / name)
 
     def _record_event(self, event: MigrationEvent) -> None:
-        record_event(self.audit_path, event)
+        record_event(self.audit_path, event, root=self.agents_root)
 
     def _record_history(self, line: str) -> None:
-        append_history(self.migrations_dir / HISTORY_FILE, line)
+        append_history(self.migrations_dir / HISTORY_FILE, line, root=self.agents_root)
 
     def _flush(self) -> None:
         # Every write of the pass is renamed into place and its folder fsynced before anything reads on.
@@ -303,7 +304,7 @@ class _VaultLock:
         self._held: list[FileLock] = []
 
     def __enter__(self) -> _VaultLock:
-        main = FileLock(self.root / LOCK_FILE, timeout=0, what="the migration lock")
+        main = FileLock(self.root / LOCK_FILE, root=self.root, timeout=0, what="the migration lock")
         main.acquire()  # LockBusyError: the runner answers "Another migration is already running"
         self._held.append(main)
         try:
@@ -311,7 +312,8 @@ class _VaultLock:
             for agent in sorted(os.scandir(self.root), key=lambda e: e.name):
                 if not is_agent_name(agent.name) or not agent.is_dir(follow_symlinks=False):
                     continue
-                lock = FileLock(Path(agent.path) / AGENT_LOCK_FILE, timeout=AGENT_LOCK_WAIT, what=f"agent {agent.name!r}")
+                lock = FileLock(Path(agent.path) / AGENT_LOCK_FILE, root=self.root, timeout=AGENT_LOCK_WAIT,
+                                what=f"agent {agent.name!r}")
                 try:
                     lock.acquire()
                 except LockBusyError as exc:

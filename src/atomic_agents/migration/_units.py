@@ -99,7 +99,7 @@ class FileUnit(_Handle):
     run on a pool, and reads of this handle see the new text at once.
     """
 
-    __slots__ = ("_unit_id", "_unit_type", "_dry_run", "_doc", "_text", "_writer", "_cache", "_inflight")
+    __slots__ = ("_unit_id", "_unit_type", "_dry_run", "_doc", "_text", "_writer", "_cache", "_inflight", "_root")
 
     def __init__(
         self,
@@ -109,8 +109,11 @@ class FileUnit(_Handle):
         dry_run: bool = True,
         writer: Callable[[str, bytes], Future[None]] | None = None,
         cache: ParseCache | None = None,
+        root: str | os.PathLike[str] | None = None,
     ) -> None:
         self._unit_id = os.fspath(path)
+        # Writes stay inside the agents root (the unit's own folder when no root is given).
+        self._root = os.path.dirname(self._unit_id) if root is None else root
         self._unit_type = unit_type
         self._dry_run = dry_run
         self._doc: fm.Document | None = None
@@ -151,7 +154,7 @@ class FileUnit(_Handle):
         doc = self._document()
         text = fm.render(doc, meta)
         if self._writer is None:
-            atomic_write(self._unit_id, text)
+            atomic_write(self._unit_id, text, root=self._root)
         else:
             if self._inflight is not None:
                 self._inflight.result()  # two writes to one file land in order

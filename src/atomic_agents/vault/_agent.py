@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io import FileLock, atomic_write, atomic_write_many, sweep_stale_temps
-from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, ValidationError
+from .._io import (FileLock, atomic_write, atomic_write_many, make_dirs, read_nofollow, resolve_inside,
+                  sweep_stale_temps, write_in_place)
+from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, UnsafePathError, ValidationError
 from ._cache import ParseCache, stamp_of
 from ._frontmatter import Document, read, render_document
 from ._index import ARCHIVE, PROMOTED, Index, Wanted, is_persona_ref, section_for
@@ -67,7 +68,7 @@ class Agent:
         self.persona_dir = self.path / "persona"
         self.raw_dir = self.path / "raw"
         self.index_limit = index_limit
-        self._lock = FileLock(self.path / ".agent.lock", timeout=120, what=f"agent {self.name!r}")
+        self._lock = FileLock(self.path / ".agent.lock", root=self.agents_root, timeout=120, what=f"agent {self.name!r}")
         # unit_type -> (index, stamp of INDEX.md + marker, stamp of each INDEX file when last seen)
         self._index_cache: dict[str, tuple[Index, tuple[Any, ...], dict[str, Any]]] = {}
 
@@ -89,6 +90,8 @@ class Agent:
     def title(self) -> str:
         """Display name from IDENTITY.md's heading (``# IDENTITY — Name``), else the folder name."""
         ident = self.persona_dir / "IDENTITY.md"
+        if not _inside(self.agents_root, ident):
+            return self.name  # never copied into an INDEX header from outside the root
         with contextlib.suppress(OSError):
             with open(ident, encoding="utf-8") as fh:
                 first = fh.readline().strip()
@@ -113,21 +116,38 @@ class Agent:
         folder = self.folder(unit_type)
         return [folder / n for n in self._unit_names(unit_type)]
 
-    def _unit_names(self, unit_type: UnitType) -> list[str]:
+    def _unit_names(self, unit_type: UnitType, outside: list[UnsafePathError] | None = None) -> list[str]:
+        """Unit file names; a unit that resolves outside the agents root is never one (it goes to ``outside``)."""
+        folder = self.folder(unit_type)
         try:
-            with os.scandir(self.folder(unit_type)) as it:
-                return sorted(
-                    e.name for e in it if e.name.endswith(".md") and not e.name.startswith((".", "INDEX")) and e.is_file()
-                )
+            with os.scandir(folder) as it:
+                entries = [e for e in it if e.name.endswith(".md") and not e.name.startswith((".", "INDEX"))]
         except FileNotFoundError:
             return []
+        folder_inside = _inside(self.agents_root, folder)
+        names = []
+        for e in sorted(entries, key=lambda e: e.name):
+            if (not folder_inside or e.is_symlink()) and not _inside(self.agents_root, e.path):
+                if outside is not None:
+                    outside.append(_outside_error(self.agents_root, e.path, unit_type))
+                continue
+            if e.is_file():
+                names.append(e.name)
+        return names
+
+    def _read_unit(self, path: str | Path, unit_type: UnitType) -> Document:
+        """Parse one unit, refusing one that resolves outside the agents root (never read, never indexed)."""
+        if not _inside(self.agents_root, path):
+            raise _outside_error(self.agents_root, path, unit_type)
+        return read(path)
 
     def load(self, filename: str, unit_type: UnitType = "memory") -> Note:
         """Read one note (``unit_type="memory"``) or wiki page; raises NotFoundError / FrontmatterParseError."""
         path = safe_child(self.folder(unit_type), filename)
-        if not path.is_file():
+        if not path.is_file() and not path.is_symlink():
             raise NotFoundError(f"{path}: no such {'note' if unit_type == 'memory' else 'wiki page'}", path=path)
-        return Note(path, unit_type, read(path))
+        doc = self._read_unit(path, unit_type)
+        return Note(path, unit_type, doc)
 
     def get_note(self, filename: str) -> Note:
         return self.load(_md(filename), "memory")
@@ -137,18 +157,21 @@ class Agent:
 
     def scan(
         self, unit_type: UnitType = "memory", *, cache: ParseCache | None = None
-    ) -> tuple[list[Note], list[FrontmatterParseError]]:
+    ) -> tuple[list[Note], list[ValidationError]]:
         """Every unit that parses, and the parse errors of those that do not (never silently dropped).
 
         With a :class:`ParseCache`, unchanged files are not parsed again; their
         notes read the body only if it is asked for.
         """
         notes: list[Note] = []
-        errors: list[FrontmatterParseError] = []
+        outside: list[UnsafePathError] = []
+        errors: list[ValidationError] = []
         folder = str(self.folder(unit_type))
         if cache is not None:
             cache.scanning(unit_type)
-        for name in self._unit_names(unit_type):
+        names = self._unit_names(unit_type, outside)
+        errors.extend(outside)  # a note symlinked out of the root is an error naming it, never content
+        for name in names:
             p = os.path.join(folder, name)
             try:
                 if cache is None:
@@ -190,8 +213,8 @@ class Agent:
         type: str | None = None,
         pinned: bool | None = None,
         unit_type: UnitType = "memory",
-    ) -> tuple[list[Note], list[FrontmatterParseError]]:
-        """:meth:`list_notes` plus the files that do not parse: one scan, through the parse cache."""
+    ) -> tuple[list[Note], list[ValidationError]]:
+        """:meth:`list_notes` plus the files that do not parse (or lead out of the root): one scan, through the parse cache."""
         cache = self.parse_cache()
         notes, errors = self.scan(unit_type, cache=cache)
         cache.save()
@@ -219,7 +242,7 @@ class Agent:
     def _create(self, drafts: list[Any], unit_type: UnitType, today: dt.date) -> list[Note]:
         with self.locked():
             folder = self.folder(unit_type)
-            folder.mkdir(parents=True, exist_ok=True)
+            make_dirs(folder, root=self.agents_root)
             writes: list[_Write] = []
             seen: set[str] = set()
             supersede_old: list[tuple[str, str]] = []
@@ -375,11 +398,12 @@ class Agent:
             idx, stamps = self.index(unit_type), None
             index_files = self._apply(idx, unit_type, writes, today)
         if index_files or any(w.links for w in writes):
-            _set_marker(folder, _intent(writes))
+            _set_marker(self.agents_root, folder, _intent(writes))
         # notes first, then the INDEX; all fsynced together before the first rename
-        atomic_write_many([(w.path, w.text) for w in writes] + [(folder / n, t) for n, t in index_files.items()])
+        atomic_write_many([(w.path, w.text) for w in writes] + [(folder / n, t) for n, t in index_files.items()],
+                          root=self.agents_root)
         if index_files or any(w.links for w in writes):
-            _set_marker(folder, b"")
+            _set_marker(self.agents_root, folder, b"")
         idx.mark_saved(index_files)
         if stamps is None:
             stamps = {n: _file_stamp(folder / n) for n in idx.files()}
@@ -406,8 +430,7 @@ class Agent:
         """
         folder = self.folder(unit_type)
         try:
-            with open(folder / _MARKER, "rb") as fh:
-                raw = fh.read()
+            raw = read_nofollow(folder / _MARKER, root=self.agents_root)
         except FileNotFoundError:
             return False
         if not raw:
@@ -430,23 +453,23 @@ class Agent:
             filename, old_title = str(p["file"]), p.get("old_title")
             path = folder / filename
             try:
-                doc = read(path)
-            except (FileNotFoundError, FrontmatterParseError):
-                if not path.exists():
+                doc = self._read_unit(path, unit_type)
+            except (FileNotFoundError, FrontmatterParseError, UnsafePathError):
+                if not path.exists() and not path.is_symlink():
                     idx.remove(filename, old_title)
                 continue
             title, hook, section = self._entry_for(doc.meta, filename, unit_type, today)
             idx.upsert(filename, title=title, hook=hook, section=section, old_title=old_title,
                        refresh_hook=bool(done and p.get("refresh")))
-        atomic_write_many([(folder / n, t) for n, t in idx.changed_files().items()])
-        _set_marker(folder, b"")
+        atomic_write_many([(folder / n, t) for n, t in idx.changed_files().items()], root=self.agents_root)
+        _set_marker(self.agents_root, folder, b"")
         return True
 
     def _roll_forward_links(self, path: Path, links: dict[str, Any]) -> bool:
         """Set the supersede fields an interrupted operation did not get to write; True if the file now has them."""
         try:
-            note = Note(path, "memory", read(path))
-        except (FileNotFoundError, FrontmatterParseError):
+            note = Note(path, "memory", self._read_unit(path, "memory"))
+        except (FileNotFoundError, FrontmatterParseError, UnsafePathError):
             return False
         meta = dict(note.meta)
         todo = {k: v for k, v in links.items() if k in ("supersedes", "superseded_by") and isinstance(v, str)}
@@ -460,7 +483,7 @@ class Agent:
             w = self._prepare(path, "memory", note.doc, meta, None, note.name, True)
         except ValidationError:
             return False  # lint reports the one-sided link
-        atomic_write(path, w.text)
+        atomic_write(path, w.text, root=self.agents_root)
         return True
 
     def rebuild_index(self, unit_type: UnitType = "memory", *, today: dt.date | None = None) -> dict[str, Any]:
@@ -483,12 +506,13 @@ class Agent:
                 idx.preamble = [f"# {self.title} — {idx.kind} Index", ""]
             notes.sort(key=lambda n: (str(n.captured or ""), n.filename))
             wanted = [Wanted(n.filename, *self._entry_for(n.meta, n.filename, unit_type, today)) for n in notes]
-            unreadable = {os.path.basename(e.path): guess_titles(e.path) for e in errors if e.path}
+            unreadable = {os.path.basename(e.path): ({os.path.basename(e.path)} if isinstance(e, UnsafePathError)
+                                                     else guess_titles(e.path)) for e in errors if e.path}
             report = idx.reconcile(wanted, unreadable)
             files = idx.changed_files()
             folder = self.folder(unit_type)
-            atomic_write_many([(folder / n, t) for n, t in files.items()])
-            _set_marker(folder, b"")  # tells other writers' caches the INDEX changed
+            atomic_write_many([(folder / n, t) for n, t in files.items()], root=self.agents_root)
+            _set_marker(self.agents_root, folder, b"")  # tells other writers' caches the INDEX changed
             entries = len(wanted) + len(set(report["kept_unreadable"]))
             return {
                 "entries": entries,
@@ -506,11 +530,11 @@ class Agent:
                 unit_type: UnitType
                 for unit_type in ("memory", "wiki"):
                     self._recover(unit_type, today or dt.date.today())
-                    sweep_stale_temps(self.folder(unit_type))
+                    sweep_stale_temps(self.folder(unit_type), root=self.agents_root)
         return [i for i in check_units(self, strict_index=True) if i.severity == "error"]
 
 
-def _set_marker(folder: Path, payload: bytes) -> None:
+def _set_marker(root: Path, folder: Path, payload: bytes) -> None:
     """Overwrite the intent marker in place (empty = nothing pending).
 
     One ``pwrite`` to a file that stays put: no create, unlink or fsync, so the
@@ -519,12 +543,24 @@ def _set_marker(folder: Path, payload: bytes) -> None:
     power loss it may be stale; the worst case then is an INDEX line that lags
     its note, which lint reports and ``index rebuild`` repairs.
     """
-    fd = os.open(folder / _MARKER, os.O_WRONLY | os.O_CREAT, 0o644)
+    write_in_place(folder / _MARKER, payload, root=root)  # O_NOFOLLOW: a symlinked marker is refused
+
+
+def _inside(root: Path, path: str | Path) -> bool:
     try:
-        os.pwrite(fd, payload, 0)
-        os.ftruncate(fd, len(payload))
-    finally:
-        os.close(fd)
+        resolve_inside(root, path)
+    except UnsafePathError:
+        return False
+    return True
+
+
+def _outside_error(root: Path, path: str | Path, unit_type: str) -> UnsafePathError:
+    real = os.path.realpath(path)
+    what = "note" if unit_type == "memory" else "wiki page"
+    return UnsafePathError(
+        f"this {what} resolves to {real}, outside the agents root; it is never read, listed or indexed",
+        path=path, resolved=real, rule="outside-root",
+    )
 
 
 def _digest(data: bytes) -> str:

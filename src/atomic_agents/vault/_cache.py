@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._io import atomic_write, make_dirs, read_nofollow
+from ..exceptions import UnsafePathError
 
 __all__ = ["ParseCache"]
 
@@ -89,13 +91,14 @@ class ParseCache:
     """``get(rel, stamp)`` -> meta or None; ``put(rel, stamp, meta)``; ``save()`` if anything changed."""
 
     def __init__(self, agents_root: Path, agent: str) -> None:
+        self.root = agents_root
         self.path = agents_root / "_cache" / "vault" / f"{agent}.json"
         self._entries: dict[str, list[Any]] = {}
         self._dirty = False
         self._seen: set[str] = set()
         self._scanned: set[str] = set()  # folders ("memory", "wiki") listed in full this run
-        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError, UnsafePathError):
+            data = json.loads(read_nofollow(self.path, root=agents_root).decode("utf-8"))
             if data.get("format") == _FORMAT and data.get("package") == _package_version():
                 self._entries = data["units"]
 
@@ -159,8 +162,6 @@ class ParseCache:
         for rel in gone:
             del self._entries[rel]
         payload = json.dumps({"format": _FORMAT, "package": _package_version(), "units": self._entries}, separators=(",", ":"))
-        with contextlib.suppress(OSError):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(payload, encoding="utf-8")
-            os.replace(tmp, self.path)
+        with contextlib.suppress(OSError, UnsafePathError):  # a symlinked _cache/ is simply not used
+            make_dirs(self.path.parent, root=self.root)
+            atomic_write(self.path, payload, root=self.root, durable=False)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._io import atomic_write
+from .._io import atomic_write, make_dirs, resolve_inside
 from ..exceptions import NotFoundError, ValidationError
 
 if TYPE_CHECKING:
@@ -79,8 +79,8 @@ def append_journal(
             clean = [" ".join(str(i).split()) for i in items or [] if str(i).strip()]
             if clean:
                 text = _add_to_section(text, JOURNAL_SECTIONS[key], [f"- {i}" for i in clean])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, text)
+        make_dirs(path.parent, root=agent.agents_root)
+        atomic_write(path, text, root=agent.agents_root)
         return path
 
 
@@ -97,6 +97,7 @@ def journal_items(agent: Agent, day: dt.date) -> list[JournalItem]:
     path = journal_path(agent, day)
     if not path.exists():
         raise NotFoundError(f"{path}: no journal for {day}", path=path)
+    resolve_inside(agent.agents_root, path, what="this journal")  # never read from outside the root
     items: list[JournalItem] = []
     section = ""
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -134,5 +135,5 @@ def link_capture(agent: Agent, day: dt.date, filename: str, name: str) -> None:
         line = f"- [{filename}](../../memory/{filename}) — {' '.join(name.split())}"
         if line not in text:
             text = _add_to_section(text, JOURNAL_SECTIONS["captured"], [line])
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, text)
+            make_dirs(path.parent, root=agent.agents_root)
+            atomic_write(path, text, root=agent.agents_root)

@@ -19,8 +19,9 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._io import inside_root, resolve_inside
 from .._schema import CURRENT_SCHEMA_VERSION
-from ..exceptions import FrontmatterParseError
+from ..exceptions import UnsafePathError, ValidationError
 from ._cache import ParseCache
 from ._index import PROMOTED, is_persona_ref, norm_title
 from ._units import Note, UnitType
@@ -61,7 +62,7 @@ class LintReport:
         }
 
 
-Scanned = dict[str, tuple[list[Note], list[FrontmatterParseError]]]
+Scanned = dict[str, tuple[list[Note], list[ValidationError]]]
 
 
 def scan_all(agent: Agent, cache: ParseCache | None = None) -> Scanned:
@@ -87,8 +88,10 @@ def check_units(agent: Agent, *, strict_index: bool = True, scanned: Scanned | N
         units, errors = scanned[unit_type]
         for err in errors:
             rel = os.path.relpath(err.path, agent.agents_root) if err.path else None
-            where = f"{rel}:{err.line}" if rel and err.line else rel
-            issues.append(Issue(where, "frontmatter", "yaml", err.message))
+            line = getattr(err, "line", None)
+            where = f"{rel}:{line}" if rel and line else rel
+            # unparseable frontmatter (yaml), or a unit symlinked out of the root (outside-root)
+            issues.append(Issue(where, err.field or "file", err.rule or "unreadable", err.message))
         validator = validate_note_meta if unit_type == "memory" else validate_wiki_meta
         names = {u.filename for u in units} | {e.path.rsplit("/", 1)[-1] for e in errors if e.path}
         prefix = f"{agent.name}/{agent.folder(unit_type).name}/"
@@ -107,8 +110,10 @@ def check_units(agent: Agent, *, strict_index: bool = True, scanned: Scanned | N
                     cache.set_issues(key, [[i.field, i.rule, i.message, i.severity] for i in fresh])
                 issues.extend(fresh)
             issues.extend(_links(agent, u, names, by_name, rel))
-        if strict_index:
-            unreadable = {os.path.basename(e.path): guess_titles(e.path) for e in errors if e.path}
+        if strict_index and inside_root(agent.agents_root, agent.folder(unit_type)):
+            # an INDEX in a folder leading out of the root is never read (its notes are errors above)
+            unreadable = {os.path.basename(e.path): ({os.path.basename(e.path)} if isinstance(e, UnsafePathError)
+                                                     else guess_titles(e.path)) for e in errors if e.path}
             issues.extend(_index_coverage(agent, unit_type, units, names, unreadable))
     if own_cache and cache is not None:
         cache.save()
@@ -222,6 +227,7 @@ def lint_agent(
     from ._persona import check_operational_files
 
     today = today or dt.date.today()
+    resolve_inside(agent.agents_root, agent.path, what="agent folder")  # nothing outside the root is linted
     report = LintReport(agent.name)
     cache = agent.parse_cache()
     scanned = scan_all(agent, cache)

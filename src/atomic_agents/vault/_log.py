@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from .._io import append_line
+from .._io import append_line, inside_root
 from ..exceptions import ValidationError
 
 if TYPE_CHECKING:
@@ -120,9 +120,10 @@ def append_log(agent: Agent, entry: dict[str, Any]) -> Path:
     agent.require()
     parsed = _validate(entry, str(agent.log_dir))
     path = log_path(agent, parsed.when.date())
-    path.parent.mkdir(parents=True, exist_ok=True)
     # Serialise the caller's dict, not the model: unknown fields and the ts string stay as given.
-    append_line(path, json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+    # The folder is made and the file opened inside the root only, never through a symlink.
+    append_line(path, json.dumps(entry, ensure_ascii=False, separators=(",", ":")), root=agent.agents_root,
+                create_dirs=True)
     return path
 
 
@@ -171,6 +172,9 @@ def query_logs(
             result.invalid.append(f"{path}: file name is not YYYY-MM-DD.jsonl")
             continue
         if (since and day < since) or (until and day > until):
+            continue
+        if not inside_root(agent.agents_root, path):
+            result.invalid.append(f"{path}: resolves outside the agents root; not read")
             continue
         with open(path, encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from .._io import atomic_write
+from .._io import atomic_write, make_dirs
 from ..exceptions import ValidationError
 from ._validate import Issue
 
@@ -123,13 +123,13 @@ def scaffold(agent: Agent, *, title: str | None = None) -> list[str]:
     """Create the agent's folders and skeleton files; existing files are never overwritten."""
     title = title or agent.name.replace("_", " ").title()
     created: list[str] = []
-    agent.path.mkdir(parents=True, exist_ok=True)
+    root = agent.agents_root
     for folder in FOLDERS:
-        (agent.path / folder).mkdir(exist_ok=True)
+        make_dirs(agent.path / folder, root=root)  # a symlinked agent or sub-folder leading out is refused
     for rel, template in SKELETONS.items():
         target = agent.path / rel
-        if not target.exists():
-            atomic_write(target, template.format(title=title, name=agent.name))
+        if not target.exists():  # a dangling symlink here is refused by atomic_write, never written through
+            atomic_write(target, template.format(title=title, name=agent.name), root=root)
             created.append(rel)
     return created
 

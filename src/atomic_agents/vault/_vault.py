@@ -6,7 +6,7 @@ import datetime as dt
 import os
 from pathlib import Path
 
-from ..exceptions import NotFoundError
+from ..exceptions import NotFoundError, UnsafePathError
 from ._agent import Agent
 from ._journal import journal_path, link_capture, pick_item
 from ._lint import LintReport, lint_agent
@@ -59,11 +59,27 @@ class Vault:
         return [self.agent(n) for n in self.agents()]
 
     def validate(self, name: str | None = None) -> list[Issue]:
-        """Errors only, over one agent or all."""
-        return [i for a in self._targets(name) for i in a.validate()]
+        """Errors only, over one agent or all (an agent folder leading out of the root is one, by name)."""
+        out: list[Issue] = []
+        for a in self._targets(name):
+            try:
+                out.extend(a.validate())
+            except UnsafePathError as exc:
+                out.append(_unsafe_issue(exc))
+        return out
 
     def lint(self, name: str | None = None, *, today: dt.date | None = None, stale_days: int = 90) -> list[LintReport]:
-        return [lint_agent(a, today=today, stale_days=stale_days) for a in self._targets(name)]
+        reports = []
+        for a in self._targets(name):
+            try:
+                reports.append(lint_agent(a, today=today, stale_days=stale_days))
+            except UnsafePathError as exc:
+                reports.append(LintReport(a.name, [_unsafe_issue(exc)]))
+        return reports
+
+
+def _unsafe_issue(exc: UnsafePathError) -> Issue:
+    return Issue(exc.path, None, exc.rule or "symlink", exc.message)
 
 
 def promote_journal_item(
