@@ -10,12 +10,14 @@ commands catch it per file (it is a ``FrontmatterParseError``) and go on.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator
+from typing import Any
 
-from .exceptions import EncodingError
+from .exceptions import EncodingError, ValidationError
 
-__all__ = ["decode", "decode_lines", "read_text"]
+__all__ = ["decode", "decode_lines", "json_reason", "parse_json", "read_text"]
 
 
 def decode(data: bytes, *, path: str | os.PathLike[str] | None = None, first_line: int = 1) -> str:
@@ -70,3 +72,32 @@ def decode_lines(
             yield n, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             yield n, EncodingError(path=where, line=n, offset=exc.start)
+
+
+def json_reason(exc: BaseException) -> str:
+    """One short line for why ``json.loads`` refused a text."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if "integer string conversion" in str(exc):
+        return "an integer with more than 4300 digits"
+    return str(exc).split(";")[0][:120] or type(exc).__name__
+
+
+def parse_json(
+    text: str | bytes,
+    *,
+    field: str | None = None,
+    path: str | os.PathLike[str] | None = None,
+    record: str | None = None,
+    prefix: str = "",
+    rule: str = "json",
+) -> Any:
+    """``json.loads`` for user input: any refusal (syntax, nesting past the recursion limit,
+    a 5,000-digit integer, bytes that are not UTF-8) is a ValidationError naming where."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ValidationError(f"{prefix}not valid JSON ({json_reason(exc)})", field=field,
+                              path=os.fspath(path) if path is not None else None, record=record, rule=rule) from None

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from .._text import json_reason, parse_json
 from ..exceptions import ValidationError
 from ._common import agents_root, db_path, embedder_name, emit, err_console, group_options, shared
 
@@ -73,10 +74,7 @@ def _store(embeds: bool = False) -> Iterator[MemoryStore]:
 def _json_object(text: str | None, field: str) -> dict[str, Any] | None:
     if text is None:
         return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"not valid JSON: {exc.msg}", field=field, rule="json") from exc
+    value = parse_json(text, field=field)
     if not isinstance(value, dict):
         raise ValidationError("must be a JSON object", field=field, rule="json")
     return value
@@ -94,7 +92,9 @@ def _filters(pairs: list[str] | None, legacy: str | None = None) -> dict[str, An
         try:
             out[key] = json.loads(raw)
         except json.JSONDecodeError:
-            out[key] = raw
+            out[key] = raw  # not JSON: the text itself
+        except (ValueError, RecursionError) as exc:  # JSON, but past what can be compared (depth, digits)
+            raise ValidationError(f"{key}: {json_reason(exc)}", field="filter", rule="json") from None
     return out or None
 
 

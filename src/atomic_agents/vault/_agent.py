@@ -89,7 +89,7 @@ class Agent:
     def title(self) -> str:
         """Display name from IDENTITY.md's heading (``# IDENTITY — Name``), else the folder name."""
         ident = self.persona_dir / "IDENTITY.md"
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):  # ValueError: not UTF-8; the folder name will do
             with open(ident, encoding="utf-8") as fh:
                 first = fh.readline().strip()
             for sep in ("—", "–", " - "):
@@ -501,13 +501,31 @@ class Agent:
     # ---------------------------------------------------------------- validate
     def validate(self, *, today: dt.date | None = None) -> list[Issue]:
         """Errors of every note and wiki page (spec checks 1-6), after any crash roll-forward."""
-        if self.exists():
-            with self.locked():
-                unit_type: UnitType
-                for unit_type in ("memory", "wiki"):
-                    self._recover(unit_type, today or dt.date.today())
-                    sweep_stale_temps(self.folder(unit_type))
+        if self.exists() and self._needs_repair():
+            # Only a crashed writer's leftovers need the write lock; reading takes none, so a
+            # read-only vault validates. If the lock cannot be had there, report what is seen.
+            with contextlib.suppress(OSError):
+                with self.locked():
+                    unit_type: UnitType
+                    for unit_type in ("memory", "wiki"):
+                        self._recover(unit_type, today or dt.date.today())
+                        sweep_stale_temps(self.folder(unit_type))
         return [i for i in check_units(self, strict_index=True) if i.severity == "error"]
+
+
+    def _needs_repair(self) -> bool:
+        """A non-empty intent record or a temp file left in memory/ or wiki/ (a writer died)."""
+        for folder in (self.memory_dir, self.wiki_dir):
+            try:
+                with os.scandir(folder) as it:
+                    for e in it:
+                        if e.name == _MARKER and e.stat().st_size > 0:
+                            return True
+                        if e.name.startswith(".") and e.name.endswith(".tmp"):
+                            return True
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+        return False
 
 
 def _set_marker(folder: Path, payload: bytes) -> None:

@@ -133,7 +133,7 @@ def _check_events(text: str, fail: Any) -> None:
         if tag not in _ALLOWED_TAGS:
             raise fail(f"YAML tag {_short_tag(tag)} is not allowed in frontmatter (plain values only)", line0)
         if isinstance(ev, yaml.ScalarEvent) and tag != _Y + "str":
-            node = yaml.ScalarNode(tag, ev.value, ev.start_mark, ev.end_mark, ev.style)
+            node = yaml.ScalarNode(tag, ev.value, None, None, ev.style)  # marks unused: the line is line0
             try:
                 checker.construct_object(node)
             except (yaml.YAMLError, *_CONSTRUCT_ERRORS) as exc:

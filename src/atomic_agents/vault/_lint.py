@@ -88,7 +88,7 @@ def check_units(agent: Agent, *, strict_index: bool = True, scanned: Scanned | N
         for err in errors:
             rel = os.path.relpath(err.path, agent.agents_root) if err.path else None
             where = f"{rel}:{err.line}" if rel and err.line else rel
-            issues.append(Issue(where, "frontmatter", "yaml", err.message))
+            issues.append(Issue(where, err.field or "frontmatter", err.rule or "yaml", err.message))
         validator = validate_note_meta if unit_type == "memory" else validate_wiki_meta
         names = {u.filename for u in units} | {e.path.rsplit("/", 1)[-1] for e in errors if e.path}
         prefix = f"{agent.name}/{agent.folder(unit_type).name}/"
@@ -180,8 +180,12 @@ def _index_coverage(agent: Agent, unit_type: UnitType, units: list[Note], names:
     folder = agent.folder(unit_type)
     if not units and not (folder / "INDEX.md").exists():
         return []
-    idx = agent.index(unit_type)
     rel_index = str((folder / "INDEX.md").relative_to(agent.agents_root))
+    try:
+        idx = agent.index(unit_type)
+    except FrontmatterParseError as exc:  # an INDEX file that is not UTF-8 (EncodingError)
+        rel = os.path.relpath(exc.path, agent.agents_root) if exc.path else rel_index
+        return [Issue(f"{rel}:{exc.line}" if exc.line else rel, "INDEX.md", exc.rule or "utf-8", exc.message)]
     titles: dict[str, list[str]] = {}
     for u in units:
         titles.setdefault(norm_title(u.name), []).append(u.filename)

@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from .._io import atomic_write
+from .._text import read_text
 from ..exceptions import ValidationError
 from ._validate import Issue
 
@@ -314,8 +315,8 @@ def check_operational_files(agent: Agent) -> list[Issue]:
         if not path.exists():
             out.append(Issue(rel, None, "missing-file", f"{fname} is missing (run: vault init {agent.name})", "hint"))
             continue
-        text = path.read_text(encoding="utf-8")
         try:
+            text = read_text(path, universal_newlines=True)
             if parser == "tools":
                 parse_tools_md(text, agent_name=agent.name, path=rel)
             else:
