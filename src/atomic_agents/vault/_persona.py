@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from .._io import atomic_write
 from .._text import read_text
-from ..exceptions import ValidationError
+from ..exceptions import EncodingError, ValidationError
 from ._validate import Issue
 
 if TYPE_CHECKING:
@@ -321,6 +321,8 @@ def check_operational_files(agent: Agent) -> list[Issue]:
                 parse_tools_md(text, agent_name=agent.name, path=rel)
             else:
                 parse_model_md(text, path=rel)
+        except EncodingError as exc:
+            out.append(Issue(f"{rel}:{exc.line}", exc.field, exc.rule or "utf-8", exc.message))
         except ValidationError as exc:
             out.append(Issue(rel, exc.field, exc.rule or "invalid", exc.message))
     for p in ("IDENTITY.md", "SOUL.md", "USER.md"):
