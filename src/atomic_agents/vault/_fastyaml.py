@@ -99,6 +99,19 @@ def _cached_scalar(s: str) -> Any:
     return v
 
 
+_KEYS: dict[str, bool] = {}
+
+
+def _plain_key(key: str) -> bool:
+    """False for a key YAML reads as a bool, null or number (``on:``, ``null:``); cached, keys repeat."""
+    ok = _KEYS.get(key)
+    if ok is None:
+        ok = key[0] not in _KEY_SUSPECT or _resolve(key) == _STR
+        if len(_KEYS) < _CACHE_MAX:
+            _KEYS[key] = ok
+    return ok
+
+
 def _value(rest: str) -> Any:
     if rest.startswith("["):
         if not rest.endswith("]") or "[" in rest[1:] or "{" in rest or "'" in rest or '"' in rest:
@@ -148,7 +161,7 @@ def fast_load(text: str) -> dict[str, Any] | None:
                 if m is None:
                     return None
                 key, rest = m.group(1), m.group(2)
-            if key in meta or (key[0] in _KEY_SUSPECT and _resolve(key) != _STR):
+            if key in meta or not _plain_key(key):
                 return None  # duplicate keys, or a key YAML reads as a bool/null/number (on:, null:): PyYAML decides
             items = None
             open_key = not rest  # only "key:" with nothing after it may take "- item" lines
