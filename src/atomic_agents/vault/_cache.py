@@ -94,7 +94,7 @@ class ParseCache:
         self._dirty = False
         self._seen: set[str] = set()
         self._scanned: set[str] = set()  # folders ("memory", "wiki") listed in full this run
-        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError, RecursionError):
             data = json.loads(self.path.read_text(encoding="utf-8"))
             if data.get("format") == _FORMAT and data.get("package") == _package_version():
                 self._entries = data["units"]
