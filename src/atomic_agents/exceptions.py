@@ -11,6 +11,7 @@ a one-line ``str()`` fit for a CLI. Never match on the message text.
     │   ├── UnsafeNameError        a name/path that would escape its folder
     │   │   └── UnsafePathError    a write/read through a symlink, or out of the agents root
     │   ├── FrontmatterParseError  YAML that does not parse: .line
+    │   │   └── EncodingError      a file that is not UTF-8: .line .offset
     │   └── SecretRejectedError    content that looks like a secret: .pattern
     ├── NotFoundError              .path or .record
     ├── ConflictError              already exists / inconsistent state
@@ -32,6 +33,7 @@ __all__ = [
     "AtomicAgentsError",
     "ConflictError",
     "EmbedderMismatchError",
+    "EncodingError",
     "FrontmatterParseError",
     "LockBusyError",
     "MigrationError",
@@ -118,11 +120,35 @@ class UnsafePathError(UnsafeNameError):
 class FrontmatterParseError(ValidationError):
     """The YAML frontmatter of a file does not parse. ``.line`` is 1-based in the file."""
 
-    def __init__(self, message: str, *, path: str | Path | None = None, line: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        field: str = "frontmatter",
+        rule: str = "yaml",
+    ) -> None:
         self.line = line
         where = f"{path}:{line}" if (path is not None and line is not None) else path
-        super().__init__(message, path=where, field="frontmatter", rule="yaml")
+        super().__init__(message, path=where, field=field, rule=rule)
         self.path = str(path) if path is not None else None
+
+
+class EncodingError(FrontmatterParseError):
+    """A file (or input line) that is not UTF-8. ``.line`` holds the first bad byte, ``.offset`` its byte offset.
+
+    A subclass of :class:`FrontmatterParseError` so every reader that reports
+    an unparseable note and goes on reports an undecodable one the same way.
+
+    >>> str(EncodingError(path="memory/x.md", line=3, offset=40))
+    'memory/x.md:3: encoding: not UTF-8 (byte offset 40) [utf-8]'
+    """
+
+    def __init__(self, *, path: str | Path | None = None, line: int | None = None, offset: int | None = None) -> None:
+        self.offset = offset
+        at = f" (byte offset {offset})" if offset is not None else ""
+        super().__init__(f"not UTF-8{at}", path=path, line=line, field="encoding", rule="utf-8")
 
 
 class SecretRejectedError(ValidationError):

@@ -65,3 +65,54 @@ def test_typical_note_takes_the_fast_path() -> None:
             "type: feedback\ncaptured: 2026-05-06\nlast_seen: 2026-05-06\nsources:\n  - conversation_2026-05-06\n"
             "confidence: high\npinned: false\nexpires_at: null\nsupersedes: null\nsuperseded_by: null\ntags: [a, b]\n")
     assert fast_load(text) == _yaml(text)
+
+
+# Messy hand-written frontmatter: list items indented inconsistently, anchors and aliases
+# (before keys and values), tags, flow lists, quotes and comments. The fast path may decline
+# anything; what it accepts must be exactly what PyYAML reads, and the full chokepoint must
+# answer every text with a value or a FrontmatterParseError naming a line, nothing else.
+_word = st.sampled_from(["x", "a b", "12", "0x1f", "1e3", "yes", "null", "~", "2026-05-06", "2026-02-30",
+                         "'q'", '"d"', "[a, b]", "[]", "{}", "- z", "#c", "x #c", "a: b", "9" * 25, ""])
+_prefix = st.sampled_from(["", "&a ", "*a ", "!!int ", "!!str ", "!!binary ", "!!timestamp ", "!x ", "&b !!str "])
+_indent = st.sampled_from(["", " ", "  ", "   ", "    ", "\t"])
+_messy_line = st.one_of(
+    st.builds(lambda p, k, v: f"{p}{k}: {v}", st.sampled_from(["", "&k ", "? "]), _key, st.builds(str.__add__, _prefix, _word)),
+    st.builds(lambda i, p, v: f"{i}- {p}{v}", _indent, _prefix, _word),
+    st.builds(lambda k: f"{k}:", _key),
+    st.sampled_from(["# comment", "", "&a : x", ": x", "  continued", "-", "  -"]),
+)
+
+
+@settings(max_examples=int(os.environ.get('FASTYAML_EXAMPLES', '300')) * 3, deadline=None)
+@given(lines=st.lists(_messy_line, max_size=8))
+def test_fast_path_agrees_with_pyyaml_on_messy_text(lines: list[str]) -> None:
+    from atomic_agents.exceptions import FrontmatterParseError
+    from atomic_agents.vault._frontmatter import load_yaml
+
+    text = "\n".join(lines) + "\n"
+    fast = fast_load(text)
+    if fast is not None:
+        try:
+            expected = _yaml(text)
+        except yaml.YAMLError:
+            raise AssertionError(f"fast path accepted text PyYAML rejects: {text!r}")
+        assert fast == (expected or {}), text
+        assert "&" not in text and "*" not in text and "!" not in text.replace("#", "")
+    try:
+        value = load_yaml(text, path="n.md", first_line=2)
+    except FrontmatterParseError as exc:
+        assert exc.path == "n.md"
+        return
+    if isinstance(value, dict):
+        assert all(isinstance(k, str) for k in value), text  # never a None key (`&a : x`)
+
+
+def test_inconsistently_indented_items_fall_back_to_pyyaml() -> None:
+    assert fast_load("sources:\n  - a\n - b\n") is None
+    assert fast_load("sources:\n - a\n   - b\n") is None  # PyYAML: one item "a - b"
+    assert fast_load("sources:\n  - a\n  - b\n") == {"sources": ["a", "b"]}
+
+
+def test_long_integers_are_left_to_pyyaml() -> None:
+    assert fast_load("n: " + "9" * 19 + "\n") is None
+    assert fast_load("n: 123\n") == {"n": 123}

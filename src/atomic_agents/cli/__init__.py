@@ -9,15 +9,13 @@ object on stdout.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated
 
 import typer
 
 from .. import __version__
-from ..exceptions import AtomicAgentsError, ValidationError
-from ._common import RootOption, output_is_json, remember_group_options, reset_output_state
+from ._common import RootOption, remember_group_options, run
 from ._memory import app as memory_app
 from ._migrate import register as register_migrate
 from ._team import app as team_app
@@ -57,21 +55,9 @@ register_migrate(app)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``atomic-agents`` script.
+    """Entry point of the ``atomic-agents`` script (the error boundary is :func:`._common.run`).
 
     Click's standalone mode handles usage errors (exit 2) and help; anything
-    derived from :class:`AtomicAgentsError` becomes one line on stderr, exit 1.
+    derived from :class:`AtomicAgentsError`, and ``OSError``, becomes one line on stderr, exit 1.
     """
-    reset_output_state()
-    try:
-        app(args=argv, prog_name="atomic-agents", standalone_mode=True)
-    except AtomicAgentsError as exc:
-        if output_is_json(argv):
-            payload: dict[str, object] = {"error": type(exc).__name__, "message": str(exc)}
-            if isinstance(exc, ValidationError):
-                payload.update({k: v for k, v in exc.to_dict().items() if v is not None})
-            sys.stdout.write(json.dumps(payload) + "\n")
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    run(app, argv, prog_name="atomic-agents")

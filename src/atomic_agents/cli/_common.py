@@ -20,6 +20,7 @@ import contextvars
 import dataclasses
 import datetime as dt
 import enum
+import errno
 import functools
 import inspect
 import json
@@ -48,6 +49,7 @@ __all__ = [
     "option",
     "output_is_json",
     "remember_group_options",
+    "run",
     "shared",
     "to_jsonable",
     "wants_json",
@@ -317,3 +319,84 @@ def err_console() -> Any:
     from rich.console import Console
 
     return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+# ---------------------------------------------------------- error boundary
+def _undecodable(args: list[str]) -> int | None:
+    """1-based position of the first argument that was not UTF-8 on the command line (surrogate-escaped)."""
+    for i, a in enumerate(args, 1):
+        try:
+            a.encode("utf-8")
+        except UnicodeEncodeError:
+            return i
+    return None
+
+
+def _os_message(exc: OSError) -> str:
+    what = exc.strerror or str(exc)
+    name = exc.filename
+    if name is None:
+        return what
+    shown = os.fsdecode(name) if isinstance(name, bytes) else str(name)
+    if len(shown) > 120:
+        shown = shown[:60] + "..." + shown[-40:]
+    hint = {
+        errno.ENAMETOOLONG: " (a name is longer than the file system allows; choose a shorter topic or name)",
+        errno.EROFS: " (the vault is on a read-only file system)",
+        errno.EACCES: " (no permission)",
+        errno.ENOTDIR: " (a path the command needs is a file, not a folder; check --agents-root/--db)",
+    }.get(exc.errno or 0, "")
+    return f"{shown}: {what}{hint}"
+
+
+def _fail(exc: BaseException, message: str, args: list[str]) -> None:
+    from ..exceptions import ValidationError
+
+    if output_is_json(args):
+        payload: dict[str, object] = {"error": type(exc).__name__, "message": message}
+        if isinstance(exc, ValidationError):
+            payload.update({k: v for k, v in exc.to_dict().items() if v is not None})
+        sys.stdout.write(json.dumps(payload) + "\n")
+        sys.stdout.flush()
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def run(command: Callable[..., Any], argv: list[str] | None, *, prog_name: str) -> None:
+    """The CLI's one error boundary: every entry point (``atomic-agents``, ``python -m
+    atomic_agents.migrate``) runs through here.
+
+    Click's standalone mode turns usage mistakes into exit 2. Anything a user can
+    cause that reaches here becomes one line on stderr (and, when the command's
+    output is JSON, an error object on stdout) and exit 1, never a traceback: an
+    :class:`~atomic_agents.AtomicAgentsError`, an ``OSError`` (a file where a
+    folder should be, a read-only vault, a name longer than the file system
+    allows), a ``RecursionError``. Arguments that are not UTF-8 are a usage
+    error (exit 2) and are not echoed. Output never fails on a file name that is
+    not UTF-8 (it is printed with backslash escapes).
+    """
+    from ..exceptions import AtomicAgentsError
+
+    args = sys.argv[1:] if argv is None else list(argv)
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # pragma: no cover - a closed or odd stream
+                pass
+    reset_output_state()
+    bad = _undecodable(args)
+    if bad is not None:
+        print(f"error: argument {bad} is not valid UTF-8 (check the shell's encoding)", file=sys.stderr)
+        sys.exit(2)
+    try:
+        command(args=args, prog_name=prog_name, standalone_mode=True)
+    except AtomicAgentsError as exc:
+        _fail(exc, str(exc), args)
+    except OSError as exc:
+        _fail(exc, _os_message(exc), args)
+    except RecursionError as exc:
+        _fail(exc, "input nested too deeply", args)
+    except KeyboardInterrupt:
+        sys.exit(130)

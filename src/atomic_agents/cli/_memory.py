@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from .._text import json_reason, parse_json
 from ..exceptions import ValidationError
 from ._common import agents_root, db_path, embedder_name, emit, err_console, group_options, shared
 
@@ -73,13 +74,14 @@ def _store(embeds: bool = False) -> Iterator[MemoryStore]:
 def _json_object(text: str | None, field: str) -> dict[str, Any] | None:
     if text is None:
         return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"not valid JSON: {exc.msg}", field=field, rule="json") from exc
+    value = parse_json(text, field=field)
     if not isinstance(value, dict):
         raise ValidationError("must be a JSON object", field=field, rule="json")
-    return value
+    if field != "metadata":
+        return value
+    from ..memory._models import check_metadata
+
+    return check_metadata(value)  # the store's own rules (depth, 64-bit integers), before any file is opened
 
 
 def _filters(pairs: list[str] | None, legacy: str | None = None) -> dict[str, Any] | None:
@@ -94,8 +96,12 @@ def _filters(pairs: list[str] | None, legacy: str | None = None) -> dict[str, An
         try:
             out[key] = json.loads(raw)
         except json.JSONDecodeError:
-            out[key] = raw
-    return out or None
+            out[key] = raw  # not JSON: the text itself
+        except (ValueError, RecursionError) as exc:  # JSON, but past what can be compared (depth, digits)
+            raise ValidationError(f"{key}: {json_reason(exc)}", field="filter", rule="json") from None
+    from ..memory._models import check_filters
+
+    return check_filters(out) or None  # the store's own rules, before any file is opened
 
 
 def _text(positional: str | None, option: str | None, field: str) -> str:
@@ -205,8 +211,9 @@ def search_semantic(
     from ..memory import Scope
 
     scope = Scope.resolve(agent_id, user_id, org_id, workspace_id)
+    text, where = _text(query_arg, query, "query"), _filters(filters, legacy_filters)  # checked before the store opens
     with _store(embeds=True) as store:
-        hits = store.search_semantic(_text(query_arg, query, "query"), scope, _filters(filters, legacy_filters), limit)
+        hits = store.search_semantic(text, scope, where, limit)
     emit(_results(hits), True)
 
 
@@ -227,8 +234,9 @@ def search_hybrid(
     from ..memory import Scope
 
     scope = Scope.resolve(agent_id, user_id, org_id, workspace_id)
+    text, where = _text(query_arg, query, "query"), _filters(filters, legacy_filters)  # checked before the store opens
     with _store(embeds=True) as store:
-        hits = store.search_hybrid(_text(query_arg, query, "query"), scope, _filters(filters, legacy_filters), limit)
+        hits = store.search_hybrid(text, scope, where, limit)
     emit(_results(hits), True)
 
 
@@ -247,8 +255,9 @@ def list_(
     from ..memory import Scope
 
     scope = Scope.resolve(agent_id, user_id, org_id, workspace_id)
+    where = _filters(filters, legacy_filters)  # checked before the store opens
     with _store(embeds=False) as store:
-        mems = store.list_memories(scope, _filters(filters, legacy_filters), limit)
+        mems = store.list_memories(scope, where, limit)
     emit({"memories": [m.to_dict() for m in mems]}, True)
 
 
@@ -275,8 +284,9 @@ def edit(
     from ..memory import UNSET
 
     ttl: Any = None if no_expiry else (ttl_ms if ttl_ms is not None else UNSET)
+    meta = _json_object(metadata, "metadata")  # checked before the store opens
     with _store(embeds=True) as store:
-        mem = store.edit(memory_id, content=content, metadata=_json_object(metadata, "metadata"), ttl_ms=ttl)
+        mem = store.edit(memory_id, content=content, metadata=meta, ttl_ms=ttl)
     emit(mem.to_dict(), True)
 
 

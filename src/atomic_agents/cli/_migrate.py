@@ -19,8 +19,7 @@ try:  # typer >= 0.2x vendors click; its standalone mode only handles its own ex
 except ImportError:  # pragma: no cover - older typer on the real click
     from click.exceptions import UsageError  # type: ignore[assignment]
 
-from ..exceptions import AtomicAgentsError
-from ._common import agents_root, emit, err_console, output_is_json, reset_output_state, shared, wants_json
+from ._common import agents_root, emit, err_console, run, shared, wants_json
 
 
 class _Console:
@@ -215,15 +214,5 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m atomic_agents.migrate``: the same command as ``atomic-agents migrate``."""
     standalone = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     standalone.command(help=_HELP)(migrate)
-    args = sys.argv[1:] if argv is None else argv
-    reset_output_state()
-    try:
-        # Standalone mode, as in atomic_agents.cli.main: usage errors exit 2, typer.Exit(1) exits 1.
-        standalone(args=args, prog_name="python -m atomic_agents.migrate", standalone_mode=True)
-    except AtomicAgentsError as exc:
-        if output_is_json(args):
-            sys.stdout.write(json.dumps({"error": type(exc).__name__, "message": str(exc)}) + "\n")
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    # The same error boundary as atomic_agents.cli.main: usage errors exit 2, refusals exit 1.
+    run(standalone, argv, prog_name="python -m atomic_agents.migrate")

@@ -7,13 +7,13 @@ The vault library (pydantic models, YAML) is imported inside each command, so
 from __future__ import annotations
 
 import datetime as dt
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from .._text import parse_json, read_text
 from ..exceptions import ValidationError
 from ._common import (
     Confidence,
@@ -84,7 +84,7 @@ def _body(body: str | None, body_file: Path | None) -> str:
         if str(body_file) == "-":
             return sys.stdin.read()
         try:
-            return body_file.read_text(encoding="utf-8")
+            return read_text(body_file, universal_newlines=True)
         except OSError as exc:
             raise ValidationError(f"cannot read {body_file}: {exc.strerror}", field="--body-file", rule="readable") from None
     text = body or ""
@@ -146,14 +146,20 @@ def new(
 
 
 def _parse_set(pairs: list[str]) -> dict[str, Any]:
-    import yaml
+    from ..exceptions import FrontmatterParseError
+    from ..vault._frontmatter import load_yaml
 
     changes: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key.strip():
             raise ValidationError(f"{pair!r} is not KEY=VALUE", field="--set", rule="key=value")
-        value = yaml.safe_load(raw) if raw.strip() else None
+        # The frontmatter's own YAML chokepoint: no aliases, plain tags only, a typed error naming --set.
+        try:
+            value = load_yaml(raw) if raw.strip() else None
+        except FrontmatterParseError as exc:
+            message = exc.message.replace("frontmatter value", "value").replace("frontmatter", "value")
+            raise ValidationError(f"{key.strip()}: {message}", field="--set", rule="yaml") from None
         changes[key.strip()] = value
     return changes
 
@@ -186,7 +192,7 @@ def update(
 def show(agent: AgentArg, file: FileArg, wiki: WikiFlag = False) -> None:
     """Print one note or wiki page."""
     note = _agent(agent).load(file if file.endswith(".md") else file + ".md", "wiki" if wiki else "memory")
-    emit(note.to_dict(), wants_json(), lambda: _out(note.path.read_text(encoding="utf-8")))
+    emit(note.to_dict(), wants_json(), lambda: _out(read_text(note.path, universal_newlines=True)))
 
 
 @app.command("list")
@@ -336,7 +342,7 @@ def journal_show(agent: AgentArg, date: DateOpt = None) -> None:
     path = journal_path(ag, day)
 
     def human() -> None:
-        _out(path.read_text(encoding="utf-8"))
+        _out(read_text(path, universal_newlines=True))
         write_lines(["", "Items: " + "; ".join(f"{i.number}. {i.text}" for i in items)])
 
     emit({"path": str(path), "items": [i.__dict__ for i in items]}, wants_json(), human)
@@ -387,10 +393,7 @@ def log_add(
     from ..vault import append_log
 
     if entry is not None:
-        try:
-            data = json.loads(entry)
-        except ValueError as exc:
-            raise ValidationError(f"--entry is not JSON: {exc}", field="--entry", rule="json") from None
+        data = parse_json(entry, field="--entry")
     else:
         data = {"ts": ts or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "trigger": value(trigger),
                 "model": model, "input_tokens": input_tokens, "output_tokens": output_tokens, "status": value(status),

@@ -37,6 +37,10 @@ MAX_CONTENT_CHARS = 32_000
 MAX_METADATA_BYTES = 64_000
 #: Largest ``limit`` a search accepts; beyond it a caller wants an export, not a search.
 MAX_LIMIT = 1_000
+# Metadata shape: JSON nested at most this deep, integers in SQLite's 64-bit range (they are
+# indexed and filtered there). Past either, a ValidationError, never a RecursionError/OverflowError.
+MAX_METADATA_DEPTH = 32
+_INT64 = (-(2**63), 2**63 - 1)
 #: Largest ``ttl_ms``: 100 years. Bigger values are almost certainly a unit mistake.
 MAX_TTL_MS = 100 * 365 * 24 * 3600 * 1000
 _MAX_SCOPE_CHARS = 512
@@ -314,15 +318,30 @@ def check_metadata(metadata: object) -> dict[str, Any]:
         return {}
     if not isinstance(metadata, Mapping):
         raise ValidationError("metadata must be a JSON object", field="metadata", rule="type")
+    _check_shape(metadata)
     try:
         text = json.dumps(metadata, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ValidationError(f"metadata is not plain JSON: {exc}", field="metadata", rule="type") from exc
     if len(text.encode("utf-8")) > MAX_METADATA_BYTES:
         raise ValidationError(
             f"metadata is over {MAX_METADATA_BYTES} bytes as JSON", field="metadata", rule="max-size"
         )
     return json.loads(text)  # a deep, JSON-normalised copy: the caller's dict stays theirs
+
+
+def _check_shape(value: object, field: str = "metadata") -> None:
+    """Depth and integer range, walked without recursion (a 100,000-deep list is refused, not a crash)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, Mapping) or isinstance(v, (list, tuple)):
+            if depth > MAX_METADATA_DEPTH:
+                raise ValidationError(f"nested deeper than {MAX_METADATA_DEPTH} levels", field=field, rule="max-depth")
+            children = v.values() if isinstance(v, Mapping) else v
+            stack.extend((c, depth + 1) for c in children)
+        elif isinstance(v, int) and not isinstance(v, bool) and not _INT64[0] <= v <= _INT64[1]:
+            raise ValidationError("an integer outside the 64-bit range (-2**63 .. 2**63-1)", field=field, rule="range")
 
 
 def check_limit(limit: object, *, name: str = "limit") -> int:
@@ -358,6 +377,7 @@ def check_filters(filters: object) -> dict[str, Any]:
         return {}
     if not isinstance(filters, Mapping) or not all(isinstance(k, str) and k for k in filters):
         raise ValidationError("filters must map metadata keys to values", field="filters", rule="type")
+    _check_shape(filters, "filters")
     return check_metadata(filters)
 
 

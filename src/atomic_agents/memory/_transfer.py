@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from ..exceptions import ValidationError
+from .._text import decode_lines, parse_json
+from ..exceptions import EncodingError, ValidationError
 from ._base import check_scope_filter
 from ._models import Memory, ScopeFilter
 from ._store import MemoryStore, Progress
@@ -55,14 +56,13 @@ def _write(store: MemoryStore, fh: IO[str], scope: ScopeFilter) -> int:
     return n
 
 
-def _records(fh: IO[str], source: str) -> Iterator[Memory]:
-    for lineno, line in enumerate(fh, 1):
+def _records(fh: IO[str] | IO[bytes], source: str) -> Iterator[Memory]:
+    for lineno, line in decode_lines(fh, path=source):
+        if isinstance(line, EncodingError):
+            raise line  # names the file and the line; nothing has been written yet
         if not line.strip():
             continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"line {lineno}: not JSON ({exc.msg})", path=source, rule="jsonl") from exc
+        data = parse_json(line, path=source, prefix=f"line {lineno}: ", rule="jsonl")
         if not isinstance(data, dict):
             raise ValidationError(f"line {lineno}: not a JSON object", path=source, rule="jsonl")
         try:
@@ -81,7 +81,7 @@ def import_jsonl(
     if hasattr(source, "read"):
         records = list(_records(source, "<stream>"))  # type: ignore[arg-type]
     else:
-        with open(source, encoding="utf-8") as fh:
+        with open(source, "rb") as fh:
             records = list(_records(fh, str(source)))
     from ._secrets import check_no_secrets
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import append_line
+from .._text import read_text
 from ._types import MigrationEvent
 
 __all__ = ["AUDIT_FILE", "HISTORY_FILE", "append_history", "make_event", "new_run_id", "read_events", "record_event"]
@@ -77,7 +78,7 @@ def read_events(audit_path: Path) -> list[dict[str, Any]]:
     if not audit_path.is_file():
         return []
     out = []
-    for line in audit_path.read_text(encoding="utf-8").splitlines():
+    for line in read_text(audit_path, universal_newlines=True).splitlines():  # not UTF-8: EncodingError
         try:
             out.append(json.loads(line))
         except json.JSONDecodeError:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import atomic_write
+from .._text import read_text
 from ..vault import _frontmatter as fm
 from ..vault._units import meta_version
 from ._types import UnitChange
@@ -129,8 +130,7 @@ class FileUnit(_Handle):
     def _document(self) -> fm.Document:
         if self._doc is None:
             if self._text is None:
-                with open(self._unit_id, encoding="utf-8", newline="") as fh:
-                    self._text = fh.read()
+                self._text = read_text(self._unit_id)  # not UTF-8: EncodingError, an unparseable unit
             if self._cache is not None:
                 self._doc = self._cache.parse(self._unit_id, self._text)
             else:

@@ -92,7 +92,7 @@ class Agent:
         ident = self.persona_dir / "IDENTITY.md"
         if not _inside(self.agents_root, ident):
             return self.name  # never copied into an INDEX header from outside the root
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):  # ValueError: not UTF-8; the folder name will do
             with open(ident, encoding="utf-8") as fh:
                 first = fh.readline().strip()
             for sep in ("—", "–", " - "):
@@ -525,13 +525,31 @@ class Agent:
     # ---------------------------------------------------------------- validate
     def validate(self, *, today: dt.date | None = None) -> list[Issue]:
         """Errors of every note and wiki page (spec checks 1-6), after any crash roll-forward."""
-        if self.exists():
-            with self.locked():
-                unit_type: UnitType
-                for unit_type in ("memory", "wiki"):
-                    self._recover(unit_type, today or dt.date.today())
-                    sweep_stale_temps(self.folder(unit_type), root=self.agents_root)
+        if self.exists() and self._needs_repair():
+            # Only a crashed writer's leftovers need the write lock; reading takes none, so a
+            # read-only vault validates. If the lock cannot be had there, report what is seen.
+            with contextlib.suppress(OSError):
+                with self.locked():
+                    unit_type: UnitType
+                    for unit_type in ("memory", "wiki"):
+                        self._recover(unit_type, today or dt.date.today())
+                        sweep_stale_temps(self.folder(unit_type), root=self.agents_root)
         return [i for i in check_units(self, strict_index=True) if i.severity == "error"]
+
+
+    def _needs_repair(self) -> bool:
+        """A non-empty intent record or a temp file left in memory/ or wiki/ (a writer died)."""
+        for folder in (self.memory_dir, self.wiki_dir):
+            try:
+                with os.scandir(folder) as it:
+                    for e in it:
+                        if e.name == _MARKER and e.stat(follow_symlinks=False).st_size > 0:
+                            return True
+                        if e.name.startswith(".") and e.name.endswith(".tmp"):
+                            return True
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+        return False
 
 
 def _set_marker(root: Path, folder: Path, payload: bytes) -> None:

@@ -97,7 +97,7 @@ class ParseCache:
         self._dirty = False
         self._seen: set[str] = set()
         self._scanned: set[str] = set()  # folders ("memory", "wiki") listed in full this run
-        with contextlib.suppress(OSError, ValueError, TypeError, KeyError, UnsafePathError):
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError, RecursionError, UnsafePathError):
             data = json.loads(read_nofollow(self.path, root=agents_root).decode("utf-8"))
             if data.get("format") == _FORMAT and data.get("package") == _package_version():
                 self._entries = data["units"]

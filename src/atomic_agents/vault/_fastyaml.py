@@ -25,6 +25,7 @@ _KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):(?:[ \t]+(.*?))?[ \t]*$")
 _ITEM = re.compile(r"^[ \t]*-(?:[ \t]+(.*?))?[ \t]*$")
 _INT = re.compile(r"^-?(?:0|[1-9][0-9]*)$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_KEY_SUSPECT = frozenset(_TABLE)  # first characters for which YAML has an implicit type
 _BOOL = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
 _INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
 # Plain text we emit unquoted: no ':' or '#', no control or YAML line-break characters.
@@ -71,8 +72,8 @@ def _scalar(s: str) -> Any:
         return None
     if tag.endswith(":bool"):
         return _BOOL[s.lower()]
-    if tag.endswith(":int") and _INT.match(s):
-        return int(s)
+    if tag.endswith(":int") and _INT.match(s) and len(s) <= 18:
+        return int(s)  # longer ones (past int64, past Python's 4,300-digit limit) are PyYAML's to judge
     if tag.endswith(":timestamp") and _DATE.match(s):
         try:
             return dt.date.fromisoformat(s)
@@ -98,6 +99,19 @@ def _cached_scalar(s: str) -> Any:
     return v
 
 
+_KEYS: dict[str, bool] = {}
+
+
+def _plain_key(key: str) -> bool:
+    """False for a key YAML reads as a bool, null or number (``on:``, ``null:``); cached, keys repeat."""
+    ok = _KEYS.get(key)
+    if ok is None:
+        ok = key[0] not in _KEY_SUSPECT or _resolve(key) == _STR
+        if len(_KEYS) < _CACHE_MAX:
+            _KEYS[key] = ok
+    return ok
+
+
 def _value(rest: str) -> Any:
     if rest.startswith("["):
         if not rest.endswith("]") or "[" in rest[1:] or "{" in rest or "'" in rest or '"' in rest:
@@ -119,6 +133,7 @@ def fast_load(text: str) -> dict[str, Any] | None:
     meta: dict[str, Any] = {}
     key: str | None = None
     items: list[Any] | None = None
+    item_indent = -1
     open_key = False
     try:
         for line in text.split("\n"):
@@ -130,8 +145,12 @@ def fast_load(text: str) -> dict[str, Any] | None:
                 m = _ITEM.match(line)
                 if m is None or key is None or (items is None and not open_key):
                     return None  # a continuation line, or an item with no key to belong to
+                indent = len(line) - len(line.lstrip(" "))
                 if items is None:
                     items = meta[key] = []
+                    item_indent = indent
+                elif indent != item_indent:
+                    return None  # items indented differently: a continuation or an error, PyYAML decides
                 items.append(_cached_scalar(m.group(1) or ""))
                 continue
             head, sep, tail = line.partition(": ")
@@ -142,8 +161,8 @@ def fast_load(text: str) -> dict[str, Any] | None:
                 if m is None:
                     return None
                 key, rest = m.group(1), m.group(2)
-            if key in meta:
-                return None  # duplicate keys: let YAML decide
+            if key in meta or not _plain_key(key):
+                return None  # duplicate keys, or a key YAML reads as a bool/null/number (on:, null:): PyYAML decides
             items = None
             open_key = not rest  # only "key:" with nothing after it may take "- item" lines
             meta[key] = _value(rest) if rest else None

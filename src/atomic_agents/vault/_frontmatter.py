@@ -18,10 +18,11 @@ from typing import Any
 
 import yaml
 
+from .._text import read_text
 from ..exceptions import FrontmatterParseError
 from ._fastyaml import emit_key, fast_load
 
-__all__ = ["Document", "dump_meta", "parse", "read", "render", "render_document"]
+__all__ = ["Document", "dump_meta", "load_yaml", "parse", "read", "render", "render_document"]
 
 _Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -42,6 +43,137 @@ def _timestamp(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
 
 
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
+
+
+class _Checker(yaml.constructor.SafeConstructor):
+    """Constructs one scalar node at a time, to find the line of a value that does not construct."""
+
+
+_Checker.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
+
+_Y = "tag:yaml.org,2002:"
+# Explicit tags a note may carry: the plain scalar types and the two collections. No !!binary
+# (bytes), !!set, !!omap, !!pairs, !!merge, local tags or python tags.
+_ALLOWED_TAGS = frozenset(_Y + t for t in ("str", "int", "float", "bool", "null", "timestamp", "seq", "map"))
+# Characters without which there is no anchor, alias or tag; most frontmatter has none.
+_SUSPECT = re.compile(r"[&*!]")
+_CONSTRUCT_ERRORS = (ValueError, TypeError, KeyError, AttributeError, OverflowError, IndexError, RecursionError)
+
+
+def _short_tag(tag: str) -> str:
+    return "!!" + tag[len(_Y):] if tag.startswith(_Y) else tag
+
+
+def load_yaml(text: str, *, path: str | Path | None = None, first_line: int = 1) -> Any:
+    """The one YAML chokepoint: frontmatter (and ``--set`` values) become Python values here.
+
+    The fast path (:mod:`._fastyaml`) takes flat plain mappings; everything else
+    goes through PyYAML's safe C loader, after one check of the event stream
+    (only when the text has a ``&``, ``*`` or ``!``): anchors and aliases are
+    refused (an alias bomb of 500 bytes expands to gigabytes downstream), and so is
+    any tag but the plain scalar types, ``!!seq`` and ``!!map``. A value that does
+    not construct (``!!int abc``, a 5,000-digit integer, ``!!timestamp foo``) and
+    a key that is not a string (``&a : x`` reads as a ``None`` key) are refused too.
+    Every refusal is a :class:`FrontmatterParseError` naming ``path`` and the line
+    (``first_line`` is the file line of the text's first line).
+    """
+    def fail(message: str, line0: int | None) -> FrontmatterParseError:
+        return FrontmatterParseError(message, path=path, line=None if line0 is None else line0 + first_line)
+
+    try:
+        meta = fast_load(text)
+        if meta is not None:
+            return meta
+        if not text.strip():
+            return None
+        if _SUSPECT.search(text):
+            _check_events(text, fail)
+        try:
+            value = yaml.load(text, Loader=_Loader)
+        except _CONSTRUCT_ERRORS as exc:
+            raise fail(f"frontmatter value does not parse: {_reason(exc)}", _culprit_line(text)) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise fail(f"frontmatter does not parse: {exc.problem or 'invalid YAML'}",
+                   mark.line if mark is not None else None) from None
+    except yaml.YAMLError as exc:
+        raise fail(f"frontmatter does not parse: {exc}", None) from None
+    except RecursionError:
+        raise fail("frontmatter is nested too deeply", None) from None
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise fail(f"frontmatter key {key!r} is not a string (quote it)", _key_line(text, key))
+    return value
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if "int_max_str_digits" in str(exc) or "integer string conversion" in str(exc):
+        return "an integer with more than 4300 digits"
+    if isinstance(exc, (ValueError, OverflowError)) and not isinstance(exc, UnicodeError):
+        text = str(exc).split(";")[0].strip()
+        return text[:120] if text else "out of range"
+    return "not a value of that type"
+
+
+def _check_events(text: str, fail: Any) -> None:
+    checker = _Checker()
+    for ev in yaml.parse(text, Loader=_Loader):
+        line0 = ev.start_mark.line if ev.start_mark is not None else None
+        if isinstance(ev, yaml.AliasEvent):
+            raise fail(f"YAML alias *{ev.anchor} is not allowed in frontmatter (write the value out)", line0)
+        anchor = getattr(ev, "anchor", None)
+        if anchor is not None:
+            raise fail(f"YAML anchor &{anchor} is not allowed in frontmatter", line0)
+        tag = getattr(ev, "tag", None)
+        if tag is None or tag == "!":
+            continue
+        if tag not in _ALLOWED_TAGS:
+            raise fail(f"YAML tag {_short_tag(tag)} is not allowed in frontmatter (plain values only)", line0)
+        if isinstance(ev, yaml.ScalarEvent) and tag != _Y + "str":
+            node = yaml.ScalarNode(tag, ev.value, None, None, ev.style)  # marks unused: the line is line0
+            try:
+                checker.construct_object(node)
+            except (yaml.YAMLError, *_CONSTRUCT_ERRORS) as exc:
+                raise fail(f"{_short_tag(tag)} {ev.value[:40]!r} is not a valid value: {_reason(exc)}", line0) from None
+
+
+def _culprit_line(text: str) -> int | None:
+    """Line (0-based) of the first scalar that does not construct; None if none is found."""
+    checker = _Checker()
+    try:
+        stack = [yaml.compose(text, Loader=_Loader)]
+    except (yaml.YAMLError, RecursionError):
+        return None
+    while stack:
+        node = stack.pop()
+        if node is None:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            try:
+                checker.construct_object(node)
+            except (yaml.YAMLError, *_CONSTRUCT_ERRORS):
+                return int(node.start_mark.line)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(reversed(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            for k, v in reversed(node.value):
+                stack.extend((v, k))
+    return None
+
+
+def _key_line(text: str, key: object) -> int | None:
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except (yaml.YAMLError, RecursionError):
+        return None
+    if isinstance(node, yaml.MappingNode):
+        for k, _ in node.value:
+            if k.tag != _Y + "str":
+                return int(k.start_mark.line)
+    return None
 
 
 class _Dumper(yaml.SafeDumper):
@@ -100,17 +232,7 @@ def parse(text: str, *, path: str | Path | None = None) -> Document:
         pos = end + 1
     if closer_line is None:
         raise FrontmatterParseError("frontmatter opened with --- is never closed", path=path, line=1)
-    try:
-        meta = fast_load(fm_text)
-        if meta is None:
-            meta = yaml.load(fm_text, Loader=_Loader) if fm_text.strip() else {}
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line_no = mark.line + 2 if mark is not None else None  # +1 fence line, +1 one-based
-        problem = exc.problem or "invalid YAML"
-        raise FrontmatterParseError(f"frontmatter does not parse: {problem}", path=path, line=line_no) from None
-    except yaml.YAMLError as exc:
-        raise FrontmatterParseError(f"frontmatter does not parse: {exc}", path=path, line=None) from None
+    meta = load_yaml(fm_text, path=path, first_line=2)
     if meta is None:
         meta = {}
     if not isinstance(meta, dict):
@@ -126,10 +248,9 @@ def parse(text: str, *, path: str | Path | None = None) -> Document:
 
 
 def read(path: str | Path) -> Document:
-    """Read and parse a markdown file."""
+    """Read and parse a markdown file (not UTF-8: :class:`~atomic_agents.exceptions.EncodingError`)."""
     p = Path(path)
-    with open(p, encoding="utf-8", newline="") as fh:
-        return parse(fh.read(), path=p)
+    return parse(read_text(p), path=p)
 
 
 def _dump_key(key: str, value: Any) -> str:

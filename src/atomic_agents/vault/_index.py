@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._text import read_text
 from ._models import INDEX_SECTIONS
 
 __all__ = [
@@ -242,7 +243,7 @@ class Index:
             idx.preamble = [f"# {agent_title} — {kind} Index", ""]
             idx.sections = [_Section(h, [""], dirty=True) for h in idx.order]
             return idx
-        text = main.read_text(encoding="utf-8")
+        text = read_text(main, universal_newlines=True)
         idx.loaded["INDEX.md"] = text
         idx.preamble, idx.sections = _split_sections(text)
         for sec in idx.sections:
@@ -258,7 +259,7 @@ class Index:
                 continue
             body: list[str] = []
             for name in pointers:
-                sub_text = (folder / name).read_text(encoding="utf-8")
+                sub_text = read_text(folder / name, universal_newlines=True)
                 idx.loaded[name] = sub_text
                 for s in _split_sections(sub_text)[1]:
                     body.extend(_trim(s.lines))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._io import atomic_write, make_dirs, resolve_inside
+from .._text import read_text
 from ..exceptions import NotFoundError, ValidationError
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def append_journal(
     day = day or dt.date.today()
     with agent.locked():
         path = journal_path(agent, day)
-        text = path.read_text(encoding="utf-8") if path.exists() else _template(agent, day)
+        text = read_text(path, universal_newlines=True) if path.exists() else _template(agent, day)
         for key, items in (("happened", happened), ("decisions", decisions), ("questions", questions)):
             clean = [" ".join(str(i).split()) for i in items or [] if str(i).strip()]
             if clean:
@@ -100,7 +101,7 @@ def journal_items(agent: Agent, day: dt.date) -> list[JournalItem]:
     resolve_inside(agent.agents_root, path, what="this journal")  # never read from outside the root
     items: list[JournalItem] = []
     section = ""
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_text(path, universal_newlines=True).splitlines():
         if line.startswith("## "):
             section = line[3:].strip()
             continue
@@ -131,7 +132,7 @@ def link_capture(agent: Agent, day: dt.date, filename: str, name: str) -> None:
     """Add a note to the day's "Captured to memory" section (spec's bridge)."""
     with agent.locked():
         path = journal_path(agent, day)
-        text = path.read_text(encoding="utf-8") if path.exists() else _template(agent, day)
+        text = read_text(path, universal_newlines=True) if path.exists() else _template(agent, day)
         line = f"- [{filename}](../../memory/{filename}) — {' '.join(name.split())}"
         if line not in text:
             text = _add_to_section(text, JOURNAL_SECTIONS["captured"], [line])

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._io import inside_root, resolve_inside
 from .._schema import CURRENT_SCHEMA_VERSION
-from ..exceptions import UnsafePathError, ValidationError
+from ..exceptions import FrontmatterParseError, UnsafePathError, ValidationError
 from ._cache import ParseCache
 from ._index import PROMOTED, is_persona_ref, norm_title
 from ._units import Note, UnitType
@@ -185,8 +185,12 @@ def _index_coverage(agent: Agent, unit_type: UnitType, units: list[Note], names:
     folder = agent.folder(unit_type)
     if not units and not (folder / "INDEX.md").exists():
         return []
-    idx = agent.index(unit_type)
     rel_index = str((folder / "INDEX.md").relative_to(agent.agents_root))
+    try:
+        idx = agent.index(unit_type)
+    except FrontmatterParseError as exc:  # an INDEX file that is not UTF-8 (EncodingError)
+        rel = os.path.relpath(exc.path, agent.agents_root) if exc.path else rel_index
+        return [Issue(f"{rel}:{exc.line}" if exc.line else rel, "INDEX.md", exc.rule or "utf-8", exc.message)]
     titles: dict[str, list[str]] = {}
     for u in units:
         titles.setdefault(norm_title(u.name), []).append(u.filename)

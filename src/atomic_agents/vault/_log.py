@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from pydantic import ValidationError as PydanticValidationError
 
 from .._io import append_line, inside_root
-from ..exceptions import ValidationError
+from .._text import decode_lines
+from ..exceptions import EncodingError, ValidationError
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -176,14 +177,17 @@ def query_logs(
         if not inside_root(agent.agents_root, path):
             result.invalid.append(f"{path}: resolves outside the agents root; not read")
             continue
-        with open(path, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
+        with open(path, "rb") as fh:
+            for n, line in decode_lines(fh, path=path):
+                if isinstance(line, EncodingError):
+                    result.invalid.append(str(line))  # names file:line; the other lines still count
+                    continue
                 if not line.strip():
                     continue
                 try:
                     entry = json.loads(line)
                     _validate(entry, f"{path}:{n}")
-                except (ValueError, ValidationError) as exc:
+                except (ValueError, RecursionError, ValidationError) as exc:
                     result.invalid.append(f"{path}:{n}: {exc}")
                     continue
                 if status and entry["status"] != status:

@@ -10,11 +10,18 @@ from ..exceptions import UnsafeNameError
 __all__ = ["SNAKE", "check_agent_name", "check_topic", "safe_child"]
 
 SNAKE = re.compile(r"^[a-z0-9]+(?:_[a-z0-9]+)*$")
+# A name becomes part of a file name (``{type}_{YYYY-qN}_{topic}.md``, and the writer's temp file
+# ``.{file}.{pid}.{ns}.tmp``); file systems allow 255 bytes. Past these, a clear refusal, not ENAMETOOLONG.
+NAME_MAX_CHARS = 128
+FILENAME_MAX_BYTES = 200
 
 
 def _check(value: object, what: str, field: str) -> str:
     if not isinstance(value, str) or not value:
         raise UnsafeNameError(f"{what} must be a non-empty string", field=field, rule="snake_case")
+    if len(value) > NAME_MAX_CHARS:
+        raise UnsafeNameError(f"{what} is {len(value)} characters; at most {NAME_MAX_CHARS}", field=field,
+                              rule="max-length")
     if "/" in value or "\\" in value or value in (".", "..") or ".." in value or value.startswith("~"):
         raise UnsafeNameError(
             f"{what} {value!r} contains a path separator or '..'; names never leave their folder",
@@ -57,4 +64,6 @@ def safe_child(folder: Path, name: str, *, field: str = "filename") -> Path:
         raise UnsafeNameError(
             f"{name!r} is not a plain file name inside {folder.name}/", field=field, rule="safe-path"
         )
+    if len(name.encode("utf-8", "surrogateescape")) > FILENAME_MAX_BYTES:
+        raise UnsafeNameError(f"file name is longer than {FILENAME_MAX_BYTES} bytes", field=field, rule="max-length")
     return folder / name

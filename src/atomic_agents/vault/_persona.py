@@ -14,7 +14,8 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from .._io import atomic_write, make_dirs
-from ..exceptions import ValidationError
+from .._text import read_text
+from ..exceptions import EncodingError, ValidationError
 from ._validate import Issue
 
 if TYPE_CHECKING:
@@ -314,12 +315,14 @@ def check_operational_files(agent: Agent) -> list[Issue]:
         if not path.exists():
             out.append(Issue(rel, None, "missing-file", f"{fname} is missing (run: vault init {agent.name})", "hint"))
             continue
-        text = path.read_text(encoding="utf-8")
         try:
+            text = read_text(path, universal_newlines=True)
             if parser == "tools":
                 parse_tools_md(text, agent_name=agent.name, path=rel)
             else:
                 parse_model_md(text, path=rel)
+        except EncodingError as exc:
+            out.append(Issue(f"{rel}:{exc.line}", exc.field, exc.rule or "utf-8", exc.message))
         except ValidationError as exc:
             out.append(Issue(rel, exc.field, exc.rule or "invalid", exc.message))
     for p in ("IDENTITY.md", "SOUL.md", "USER.md"):
