@@ -128,10 +128,13 @@ class FrontmatterParseError(ValidationError):
 class SecretRejectedError(ValidationError):
     """Content or metadata that looks like a secret. Names the pattern, never the secret."""
 
-    def __init__(self, pattern: str, *, field: str = "content", record: str | None = None) -> None:
+    def __init__(
+        self, pattern: str, *, field: str = "content", record: str | None = None, path: str | Path | None = None
+    ) -> None:
         self.pattern = pattern
         super().__init__(
             f"looks like a secret ({pattern}); secrets are never stored",
+            path=path,
             field=field,
             rule="no-secrets",
             record=record,
