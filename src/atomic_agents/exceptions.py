@@ -18,6 +18,7 @@ a one-line ``str()`` fit for a CLI. Never match on the message text.
     ├── SchemaVersionError         a file newer than this package understands
     ├── EmbedderMismatchError      store built with another embedding model
     ├── StoreError                 the memory store failed (backend errors mapped here)
+    │   └── ModelIntegrityError    the embedding model file is not the pinned one (sha256)
     └── MigrationError             the migration framework refused or failed
         ├── MigrationRollbackUnavailable
         └── MigrationSnapshotNotFound
@@ -37,6 +38,7 @@ __all__ = [
     "MigrationError",
     "MigrationRollbackUnavailable",
     "MigrationSnapshotNotFound",
+    "ModelIntegrityError",
     "NotFoundError",
     "SchemaVersionError",
     "SecretRejectedError",
@@ -182,6 +184,14 @@ class EmbedderMismatchError(AtomicAgentsError):
 
 class StoreError(AtomicAgentsError):
     """The memory store backend failed; the backend's own error is the ``__cause__``."""
+
+
+class ModelIntegrityError(StoreError):
+    """The embedding model file does not match the size and sha256 pinned in the code."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+        self.path = str(path) if path is not None else None
+        super().__init__(message)
 
 
 class MigrationError(AtomicAgentsError):
