@@ -193,7 +193,8 @@ def _high_entropy(text: str) -> bool:
 
 # -- context rules -------------------------------------------------------------------
 
-_URL_CREDENTIALS = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://(?P<user>[^/\s:@]*):(?P<value>[^/\s@]+)@")
+# The look-behind starts a scheme only where a run of scheme characters starts (linear time).
+_URL_CREDENTIALS = re.compile(r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://(?P<user>[^/\s:@]*):(?P<value>[^/\s@]+)@")
 _BASIC = re.compile(r"(?i)\bbasic\s+(?P<value>[A-Za-z0-9+/]{6,}={0,2})(?![A-Za-z0-9+/=])")
 _AUTH_HEADER = re.compile(
     r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
@@ -208,8 +209,9 @@ _SECRET_WORDS = (
     r"refresh[_-]?token|session[_-]?token|id[_-]?token|credentials?)"
 )
 _ASSIGNMENT = re.compile(
-    r"(?i)(?<![A-Za-z0-9])(?:[A-Za-z0-9]+[_-])*"
-    rf"(?:(?P<pw>{_PASSWORD_WORDS})|{_SECRET_WORDS})(?![A-Za-z0-9])[\"'`]?[ \t]*"
+    # No prefix group: "DB_PASSWORD" matches at "PASSWORD" ("_" is not alphanumeric), and a
+    # run like "x_y-x_y-..." cannot make every start rescan the rest of the text.
+    rf"(?i)(?<![A-Za-z0-9])(?:(?P<pw>{_PASSWORD_WORDS})|{_SECRET_WORDS})(?![A-Za-z0-9])[\"'`]?[ \t]*"
     r"(?P<sep>:=|=>|=(?!=)|:(?!:))[ \t]*"
     r"(?P<value>\"[^\"\n]{0,200}\"|'[^'\n]{0,200}'|`[^`\n]{0,200}`|[^\s,;]+)"
 )
