@@ -133,7 +133,7 @@ _NAMES = ["John", "Jane", "Ali", "Mei", "Olu", "Smith", "Doe", "Khan", "Li", "Ok
 _B62 = string.ascii_letters + string.digits
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(
     user=st.lists(st.sampled_from(_NAMES), min_size=1, max_size=3).map("".join),
     digits=st.integers(0, 9999),
@@ -154,9 +154,9 @@ def test_paths_with_mixed_case_and_digits_are_never_secrets(
         "relative": f"{user}{digits}/{tail}",
         "windows": f"C:\\Users\\{user}{digits}\\" + tail.replace("/", "\\"),
     }[style]
-    for text in (path, f"mirror root is {path}", f"pwd: {path}"):
+    for text in (path, f"mirror root is {path}", f"pwd: {path}", f"cwd={path}", f"--root={path}"):
         assert find_secret(text) is None, text
-    check_no_secrets("ok", {"root": path, "vault_path": path})
+    check_no_secrets("ok", {"root": path, "vault_path": path, "pwd": path})
 
 
 def test_identifiers_are_not_secrets() -> None:

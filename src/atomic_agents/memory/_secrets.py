@@ -151,7 +151,7 @@ def _single_case(segment: str) -> bool:
 
 # -- the entropy rule ----------------------------------------------------------------
 
-_TOKEN = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
+_TOKEN = re.compile(r"[A-Za-z0-9+/_-]{32,}={0,2}")  # "=" only as base64 padding: "cwd=x/y" is two tokens
 _MIN_TOKEN = 32
 _MIN_ENTROPY = 4.0  # bits/char; random base62 at 32 chars: 99% of keys are above 4.08
 
@@ -204,7 +204,7 @@ _AUTH_HEADER = re.compile(
 # Keys whose value is a password: even a plain word ("password: swordfish") is one.
 _PASSWORD_WORDS = r"(?:password|passwd|passphrase)"
 _SECRET_WORDS = (
-    r"(?:pwd|secret|token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|signing[_-]?key|"
+    r"(?:(?P<pwd>pwd)|secret|token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|signing[_-]?key|"
     r"encryption[_-]?key|master[_-]?key|account[_-]?key|client[_-]?secret|auth[_-]?token|access[_-]?token|"
     r"refresh[_-]?token|session[_-]?token|id[_-]?token|credentials?)"
 )
@@ -260,6 +260,7 @@ def _assigned_secret(m: re.Match[str], text: str) -> bool:
         len(value) < 4
         or _PLACEHOLDER.match(value)
         or _path_shaped(value)
+        or (m.group("pwd") is not None and "/" in value)  # "pwd: AliLi0/build": a working directory
         or (quoted and any(c.isspace() for c in value))
         or not any(c.isalnum() for c in value)
         or (not quoted and (_CODE.match(raw) or _NAMES_A_SECRET.search(value) or raw[0] in "(["))
@@ -372,6 +373,11 @@ def _holds_value(value: Any) -> bool:
     return True  # numbers: a PIN is a secret
 
 
+def _working_dir(key: str, value: Any) -> bool:
+    """``{"pwd": "build/out"}``: the shell's working directory, not a password."""
+    return _key_words(key) == "pwd" and isinstance(value, str) and ("/" in value or "\\" in value)
+
+
 _SHOWABLE_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_ .:/@-]{0,63}")
 _LONG_RUN = re.compile(r"[A-Za-z0-9]{12,}")
 
@@ -436,7 +442,7 @@ def _check_metadata(metadata: Mapping[str, Any], record: str | None) -> None:
                 if found:
                     raise SecretRejectedError(found, field=f"{path}.<key {i}>", record=record)
                 sub = f"{path}.{key}" if _showable_key(key) else f"{path}.<key {i}>"
-                if is_sensitive_key(key) and _holds_value(v):
+                if is_sensitive_key(key) and _holds_value(v) and not _working_dir(key, v):
                     raise SecretRejectedError("sensitive-key", field=sub, record=record)
                 children.append((sub, v))
             stack.extend(reversed(children))
