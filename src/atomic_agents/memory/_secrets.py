@@ -359,18 +359,26 @@ def is_sensitive_key(key: str) -> bool:
     return k in _SENSITIVE_EXACT or k.endswith(_SENSITIVE_SUFFIX)
 
 
-def _holds_value(value: Any) -> bool:
-    """Whether a value under a sensitive key carries something (null, booleans and placeholders do not)."""
+def _holds_value(value: Any, *, password: bool = False, inner: bool = False) -> bool:
+    """Whether a value under a sensitive key carries something.
+
+    Strings (not placeholders, empty or absolute paths), non-empty lists and objects do;
+    null and booleans do not. A bare number does only under a password key (a PIN):
+    ``{"lease_token": 7}`` is a fencing counter, ``{"password": 1234}`` is a password.
+    """
     if value is None or isinstance(value, bool):
         return False
     if isinstance(value, str):
         v = normalise(value).strip()
         return bool(v) and not _PLACEHOLDER.match(v) and not _PATH_START.match(v)  # {"pwd": "/srv/app"}
     if isinstance(value, Mapping):
-        return any(_holds_value(v) for v in value.values()) or any(_holds_value(str(k)) for k in value)
+        return any(_holds_value(v, inner=True) for v in value.values()) or any(_holds_value(str(k)) for k in value)
     if isinstance(value, (list, tuple)):
-        return any(_holds_value(v) for v in value)
-    return True  # numbers: a PIN is a secret
+        return any(_holds_value(v, inner=True) for v in value)
+    return password or inner  # numbers
+
+
+_PASSWORD_KEY = re.compile(r"(?:^|_)(?:password|passwd|passphrase)$")
 
 
 def _working_dir(key: str, value: Any) -> bool:
@@ -442,7 +450,8 @@ def _check_metadata(metadata: Mapping[str, Any], record: str | None) -> None:
                 if found:
                     raise SecretRejectedError(found, field=f"{path}.<key {i}>", record=record)
                 sub = f"{path}.{key}" if _showable_key(key) else f"{path}.<key {i}>"
-                if is_sensitive_key(key) and _holds_value(v) and not _working_dir(key, v):
+                password = bool(_PASSWORD_KEY.search(_key_words(key)))
+                if is_sensitive_key(key) and _holds_value(v, password=password) and not _working_dir(key, v):
                     raise SecretRejectedError("sensitive-key", field=sub, record=record)
                 children.append((sub, v))
             stack.extend(reversed(children))
