@@ -354,3 +354,16 @@ def test_import_is_all_or_nothing_and_names_the_bad_line(
     records[600][field] = good
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
     assert import_jsonl(store, path) == (601, 0)
+
+
+def test_import_names_the_line_that_is_not_utf8(store: MemoryStore, scope: Scope, tmp_path: Any) -> None:
+    import json
+
+    lines = [json.dumps(r).encode() for r in _export_lines(400, scope)]  # well past one 8 KB read buffer
+    lines[300] = lines[300].replace(b"imported note", b"caf\xe9 note")
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(ValidationError) as info:
+        import_jsonl(store, path)
+    assert "line 301" in str(info.value) and info.value.rule == "encoding"
+    assert store.health().total == 0

@@ -55,7 +55,16 @@ def _write(store: MemoryStore, fh: IO[str], scope: ScopeFilter) -> int:
     return n
 
 
-def _records(fh: IO[str], source: str) -> Iterator[tuple[int, Memory]]:
+def _lines(fh: IO[bytes], source: str) -> Iterator[str]:
+    """Decode line by line, so a byte that is not UTF-8 is reported on its own line."""
+    for lineno, raw in enumerate(fh, 1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValidationError(f"line {lineno}: not UTF-8 text", path=source, rule="encoding") from None
+
+
+def _records(fh: IO[str] | Iterator[str], source: str) -> Iterator[tuple[int, Memory]]:
     """(line number, memory) for every non-blank line; the first bad line raises, naming it."""
     lineno = 0
     try:
@@ -98,8 +107,8 @@ def import_jsonl(
     else:
         name = str(source)
         try:
-            with open(source, encoding="utf-8") as fh:
-                records = list(_records(fh, name))
+            with open(source, "rb") as fh:
+                records = list(_records(_lines(fh, name), name))
         except FileNotFoundError:
             raise NotFoundError(f"no such file: {name}", path=name) from None
         except OSError as exc:
