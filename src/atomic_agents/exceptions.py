@@ -19,6 +19,7 @@ a one-line ``str()`` fit for a CLI. Never match on the message text.
     ├── SchemaVersionError         a file newer than this package understands
     ├── EmbedderMismatchError      store built with another embedding model
     ├── StoreError                 the memory store failed (backend errors mapped here)
+    │   └── ModelIntegrityError    the embedding model file is not the pinned one (sha256)
     └── MigrationError             the migration framework refused or failed
         ├── MigrationRollbackUnavailable
         └── MigrationSnapshotNotFound
@@ -39,6 +40,7 @@ __all__ = [
     "MigrationError",
     "MigrationRollbackUnavailable",
     "MigrationSnapshotNotFound",
+    "ModelIntegrityError",
     "NotFoundError",
     "SchemaVersionError",
     "SecretRejectedError",
@@ -154,10 +156,13 @@ class EncodingError(FrontmatterParseError):
 class SecretRejectedError(ValidationError):
     """Content or metadata that looks like a secret. Names the pattern, never the secret."""
 
-    def __init__(self, pattern: str, *, field: str = "content", record: str | None = None) -> None:
+    def __init__(
+        self, pattern: str, *, field: str = "content", record: str | None = None, path: str | Path | None = None
+    ) -> None:
         self.pattern = pattern
         super().__init__(
             f"looks like a secret ({pattern}); secrets are never stored",
+            path=path,
             field=field,
             rule="no-secrets",
             record=record,
@@ -205,6 +210,14 @@ class EmbedderMismatchError(AtomicAgentsError):
 
 class StoreError(AtomicAgentsError):
     """The memory store backend failed; the backend's own error is the ``__cause__``."""
+
+
+class ModelIntegrityError(StoreError):
+    """The embedding model file does not match the size and sha256 pinned in the code."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+        self.path = str(path) if path is not None else None
+        super().__init__(message)
 
 
 class MigrationError(AtomicAgentsError):

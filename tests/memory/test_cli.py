@@ -125,3 +125,48 @@ def test_real_model_end_to_end_via_the_installed_script(tmp_path: Path) -> None:
     recall = subprocess.run([str(exe), "memory", "recall", *scope, "why did the billing deploy fail?"], env=env, capture_output=True, text=True)
     hit = json.loads(recall.stdout)["results"][0]
     assert hit["id"] == json.loads(remember.stdout)["id"] and hit["score"] >= 0.45
+
+
+_TOKEN = "ghp_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7c"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["remember", "--content", f"deploy with {_TOKEN}"],
+        ["remember", "--content", "x", "--metadata", json.dumps({_TOKEN: "v"})],
+        ["remember", "--content", "x", "--metadata", json.dumps({"env": {_TOKEN: [1]}})],
+        ["remember", "--content", "x", "--metadata", json.dumps({"note": f"t={_TOKEN}"})],
+        ["remember", "--content", "x", "--metadata", json.dumps({"db_password": "hunter2hunter2"})],
+        ["remember", "--content", "x", "--workspace-id", f"acme/{_TOKEN}"],
+        ["search-semantic", "x", "--filter", _TOKEN],
+    ],
+)
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_refused_secret_is_printed_in_no_channel(
+    capsys: pytest.CaptureFixture[str], base: list[str], args: list[str], as_json: bool
+) -> None:
+    scope = ["--agent-id", "builder", "--user-id", "alice"]
+    code, data, err = run(capsys, *args[:1], *scope, *args[1:], *(["--json"] if as_json else []))
+    printed = json.dumps(data) + err
+    assert code == 1 and err.startswith("error: ")
+    assert _TOKEN not in printed and _TOKEN[4:] not in printed and "hunter2" not in printed
+    if as_json:
+        assert data["error"] in ("SecretRejectedError", "ValidationError")
+
+
+def test_import_of_a_bad_file_writes_nothing_and_names_the_line(
+    capsys: pytest.CaptureFixture[str], base: list[str], tmp_path: Path
+) -> None:
+    for i in range(3):
+        run(capsys, "remember", *base, f"note {i}")
+    run(capsys, "export", "-o", str(tmp_path / "b.jsonl"))
+    run(capsys, "prune", "--agent-id", "builder", "--confirm", "--hard")
+    lines = (tmp_path / "b.jsonl").read_text(encoding="utf-8").splitlines()
+    bad = json.loads(lines[2])
+    bad["created_at"] = -3
+    (tmp_path / "b.jsonl").write_text("\n".join([*lines[:2], json.dumps(bad)]) + "\n", encoding="utf-8")
+    code, _, err = run(capsys, "import", str(tmp_path / "b.jsonl"))
+    assert code == 1 and "line 3" in err and "created_at" in err
+    _, health, _ = run(capsys, "health")
+    assert health["total"] == 0

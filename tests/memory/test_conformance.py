@@ -284,3 +284,87 @@ def test_semantic_search_refuses_another_embedder_until_reindex(make_store: Any,
     assert other.reindex(progress=lambda n, total: seen.append((n, total))) == 1
     assert seen == [(1, 1)]
     assert other.recall("billing deploy", scope)[0].id == mid and not other.health().needs_reindex
+
+
+def test_a_secret_metadata_key_is_never_echoed(store: MemoryStore, scope: Scope) -> None:
+    token = "ghp_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7c"
+    for meta in ({token: "x"}, {"env": {token: 1}}, {"list": [{token: None}]}):
+        with pytest.raises(SecretRejectedError) as info:
+            store.remember("deploy notes", meta, scope)
+        assert token not in str(info.value) and token not in repr(info.value) and token not in str(info.value.to_dict())
+    with pytest.raises(SecretRejectedError) as scoped:
+        store.remember("deploy notes", None, Scope("builder", "alice", org_id="acme", workspace_id=f"acme/{token}"))
+    assert scoped.value.field == "workspace_id" and token not in str(scoped.value)
+    assert store.health().total == 0
+
+
+def test_null_metadata_values_are_stored_returned_and_filterable(store: MemoryStore, scope: Scope) -> None:
+    a = store.remember("release notes for the billing service", {"reviewer": None, "goal_id": "g1"}, scope)
+    b = store.remember("release notes for the search service", {"reviewer": "", "goal_id": "g1"}, scope)
+    c = store.remember("release notes for the web service", {"reviewer": "bob", "goal_id": "g1"}, scope)
+    assert store.get(a).metadata["reviewer"] is None
+    assert [m.id for m in store.list_memories(scope, {"reviewer": None})] == [a]
+    assert [m.id for m in store.list_memories(scope, {"reviewer": ""})] == [b]
+    assert [h.id for h in store.search_semantic("release notes", scope, {"reviewer": None})] == [a]
+    assert [h.id for h in store.search_hybrid("release notes", scope, {"reviewer": None, "goal_id": "g1"})] == [a]
+    edited = store.edit(c, metadata={"reviewer": None, "goal_id": "g1", "nested": {"x": None}})
+    assert edited.metadata["nested"] == {"x": None}
+    assert sorted(m.id for m in store.list_memories(scope, {"reviewer": None})) == sorted([a, c])
+
+
+def _export_lines(n: int, scope: Scope) -> list[dict[str, Any]]:
+    import uuid
+
+    return [
+        {"id": str(uuid.uuid4()), "content": f"imported note {i}", "metadata": {"i": i}, "agent_id": scope.agent_id,
+         "user_id": scope.user_id, "org_id": scope.org_id, "workspace_id": scope.workspace_id,
+         "created_at": 1.7e9 + i, "updated_at": 1.7e9 + i, "expires_at": None, "deleted_at": None}
+        for i in range(n)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("created_at", float("inf")), ("created_at", float("nan")), ("created_at", -1.0), ("created_at", "1700000000"),
+        ("created_at", True), ("created_at", None), ("updated_at", float("-inf")), ("expires_at", float("nan")),
+        ("deleted_at", -5), ("expires_at", 10**400), ("metadata", ["a"]), ("content", 42), ("id", 7), ("agent_id", ""),
+        ("metadata", {"password": "hunter2"}), ("content", "token ghp_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7c"),
+        ("user_id", "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"),
+    ],
+)  # fmt: skip
+def test_import_is_all_or_nothing_and_names_the_bad_line(
+    store: MemoryStore, scope: Scope, tmp_path: Any, field: str, bad: Any
+) -> None:
+    import json
+
+    records = _export_lines(601, scope)
+    good = records[600][field]
+    records[600][field] = bad
+    path = tmp_path / "backup.jsonl"
+    # json.dumps writes NaN/Infinity, which Python's json (like eden's exports) reads back
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    with pytest.raises(ValidationError) as info:
+        import_jsonl(store, path)
+    assert ":601" in str(info.value) or "line 601" in str(info.value)
+    assert info.value.field is not None and info.value.field.startswith(field)
+    assert store.health().total == 0
+    if isinstance(bad, str) and len(bad) > 8:
+        assert bad not in str(info.value) and bad[4:] not in str(info.value.to_dict())
+    records[600][field] = good
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    assert import_jsonl(store, path) == (601, 0)
+
+
+def test_import_names_the_line_that_is_not_utf8(store: MemoryStore, scope: Scope, tmp_path: Any) -> None:
+    import json
+
+    lines = [json.dumps(r).encode() for r in _export_lines(400, scope)]  # well past one 8 KB read buffer
+    lines[300] = lines[300].replace(b"imported note", b"caf\xe9 note")
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(ValidationError) as info:
+        import_jsonl(store, path)
+    # The one decoding chokepoint (atomic_agents._text) names file:line.
+    assert getattr(info.value, "line", None) == 301 and "latin1.jsonl:301" in str(info.value)
+    assert store.health().total == 0

@@ -161,3 +161,73 @@ def test_one_store_shared_by_threads(db: Path) -> None:
         assert list(pool.map(work, range(4))) == [50, 50, 50, 50]
     assert store.health().live == 200 and len(store.recall("billing", scope, 1000)) == 200
     store.close()
+
+
+# sqlite-utils' Table.detect_fts() and Datasette's detect_fts_sql(): how both find a table's FTS index.
+_DETECT_FTS = """
+    SELECT name FROM sqlite_master WHERE rootpage = 0 AND (
+        sql LIKE '%VIRTUAL TABLE%USING FTS%content="memories"%'
+        OR sql LIKE '%VIRTUAL TABLE%USING FTS%content=[memories]%'
+        OR (tbl_name = 'memories' AND sql LIKE '%VIRTUAL TABLE%USING FTS%'))
+"""
+
+
+def _old_layout(db: Path) -> None:
+    """A file as the previous build made it: content='memories', triggers that stored a null as NULL."""
+    from atomic_agents.memory import _sqlite_schema as schema
+
+    old = schema._DDL.replace('content="memories"', "content='memories'").replace("coalesce(value, ''), type", "value, type")
+    assert old != schema._DDL
+    conn = sqlite3.connect(db)
+    for stmt in schema._split(old):
+        conn.execute(stmt)
+    conn.executemany(
+        "INSERT INTO store_meta VALUES (?, ?)",
+        [("schema_version", "1"), ("embedder", "hashing-fake-256"), ("dimension", "256"), ("epoch", "0")],
+    )
+    conn.execute(
+        "INSERT INTO memories (id, content, metadata, agent_id, user_id, org_id, workspace_id, created_at, updated_at,"
+        " content_hash, rev) VALUES ('6b1f3a52-7c0e-4d8a-9b2f-0a1c3e5d7f90', 'zanzibar runbook for the old store',"
+        " '{\"goal_id\": \"g1\"}', 'builder', 'alice', 'acme', 'acme/web', 1.7e9, 1.7e9, 'h', 1)"
+    )
+    conn.commit()
+    conn.close()
+
+
+def test_fts_table_is_declared_so_sqlite_utils_and_datasette_detect_it(db: Path) -> None:
+    SQLiteMemoryStore(db, embedder=HashingEmbedder()).close()
+    assert sqlite3.connect(db).execute(_DETECT_FTS).fetchall() == [("memories_fts",)]
+
+
+def test_a_store_from_the_previous_build_is_upgraded_in_place(db: Path) -> None:
+    _old_layout(db)
+    assert sqlite3.connect(db).execute(_DETECT_FTS).fetchall() == []
+    scope = Scope("builder", "alice", org_id="acme", workspace_id="acme/web")
+    with SQLiteMemoryStore(db, embedder=HashingEmbedder()) as store:
+        assert [h.content for h in store.search("zanzibar", scope)] == ["zanzibar runbook for the old store"]
+        mid = store.remember("zanzibar follow-up", {"reviewer": None}, scope)
+        assert [m.id for m in store.list_memories(scope, {"reviewer": None})] == [mid]
+        assert len(store.search("zanzibar", scope)) == 2
+    conn = sqlite3.connect(db)
+    assert conn.execute(_DETECT_FTS).fetchall() == [("memories_fts",)]
+    # rank=1: also compare the index with its content table (raises if they disagree)
+    conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)")
+    conn.commit()
+    assert conn.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone() == ("1",)
+    conn.close()
+    with SQLiteMemoryStore(db, embedder=HashingEmbedder()) as again:  # idempotent: nothing left to upgrade
+        assert len(again.search("zanzibar", scope)) == 2
+
+
+def test_import_commits_in_one_transaction(db: Path, tmp_path: Path) -> None:
+    from atomic_agents.memory import InMemoryMemoryStore, export_jsonl, import_jsonl
+
+    src = InMemoryMemoryStore(embedder=HashingEmbedder())
+    scope = Scope("builder", "alice")
+    src.remember_many([(f"note {i}", {"i": i}) for i in range(700)], scope)
+    export_jsonl(src, tmp_path / "b.jsonl")
+    with SQLiteMemoryStore(db, embedder=HashingEmbedder()) as store:
+        seen: list[int] = []
+        store._conn.set_trace_callback(lambda sql: seen.append(1) if sql.startswith("COMMIT") else None)
+        assert import_jsonl(store, tmp_path / "b.jsonl") == (700, 0)
+        assert len(seen) == 1

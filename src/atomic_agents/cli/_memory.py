@@ -86,13 +86,13 @@ def _json_object(text: str | None, field: str) -> dict[str, Any] | None:
 
 def _filters(pairs: list[str] | None, legacy: str | None = None) -> dict[str, Any] | None:
     out = _json_object(legacy, "filter") or {}
-    for pair in pairs or []:
+    for n, pair in enumerate(pairs or [], 1):
         if pair.lstrip().startswith("{"):
             out.update(_json_object(pair, "filter") or {})
             continue
         key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ValidationError(f"{pair!r} is not KEY=VALUE or a JSON object", field="filter", rule="syntax")
+        if not sep or not key:  # the text is not echoed: it may be a mistyped secret
+            raise ValidationError(f"--filter #{n} is not KEY=VALUE or a JSON object", field="filter", rule="syntax")
         try:
             out[key] = json.loads(raw)
         except json.JSONDecodeError:

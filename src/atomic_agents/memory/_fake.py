@@ -338,21 +338,19 @@ class InMemoryMemoryStore:
         yield from [m for m in self._mems.values() if sf.matches(m.scope_key())]
 
     def load(self, memories: Iterable[Memory], *, progress: Progress | None = None) -> tuple[int, int]:
-        imported = skipped = 0
-        for m in memories:
-            if m.id in self._mems:
-                skipped += 1
-                continue
-            check_no_secrets(m.content, m.metadata, record=m.id)
-            with self._lock:
+        mems = list(memories)
+        for m in mems:  # all checked before any is kept: all or nothing, like SQLite
+            check_no_secrets(m.content, m.metadata, record=m.id, scope=m)
+        fresh = list({m.id: m for m in mems if m.id not in self._mems}.values())
+        vecs = {m.id: self._vector(m.content) for m in fresh if m.deleted_at is None}
+        with self._lock:
+            for m in fresh:
                 self._mems[m.id] = m
-                if m.deleted_at is None:
-                    h, v = self._vector(m.content)
-                    self._vecs[m.id] = (self.embedder.model_id, h, v)
-            imported += 1
-            if progress is not None:
-                progress(1, 0)
-        return imported, skipped
+                if m.id in vecs:
+                    self._vecs[m.id] = (self.embedder.model_id, *vecs[m.id])
+        if progress is not None:
+            progress(len(mems), len(mems))
+        return len(fresh), len(mems) - len(fresh)
 
     def close(self) -> None:
         pass

@@ -210,24 +210,58 @@ class Memory:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Memory:
-        """Read an exported record back (used by ``import``); checks every field."""
+        """Read an exported record back (used by ``import``); checks every field's type and range.
+
+        Times must be finite, non-negative numbers (``updated_at``, ``expires_at`` and
+        ``deleted_at`` may be null). Errors name the field, never echo its value.
+        """
+        if not isinstance(data, Mapping):
+            raise ValidationError("not a JSON object", rule="import")
+        for name in ("id", "content", "created_at"):
+            if name not in data:
+                raise ValidationError(f"{name} is missing", field=name, rule="import")
+        raw_id = data["id"]
         try:
-            mem = cls(
-                id=str(uuid.UUID(str(data["id"]))),
-                content=check_content(data["content"]),
-                metadata=check_metadata(data.get("metadata") or {}),
-                agent_id=str(_scope_value("agent_id", data.get("agent_id"), required=True)),
-                user_id=str(_scope_value("user_id", data.get("user_id"), required=True)),
-                org_id=str(_scope_value("org_id", data.get("org_id"), required=True)),
-                workspace_id=str(_scope_value("workspace_id", data.get("workspace_id"), required=True)),
-                created_at=float(data["created_at"]),
-                updated_at=float(data.get("updated_at") or data["created_at"]),
-                expires_at=_opt_float(data.get("expires_at")),
-                deleted_at=_opt_float(data.get("deleted_at")) or None,
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValidationError(f"not a memory record: {exc}", rule="import") from exc
-        return mem
+            if not isinstance(raw_id, str):
+                raise ValueError
+            mem_id = str(uuid.UUID(raw_id))
+        except ValueError:
+            raise ValidationError("id is not a UUID string", field="id", rule="import") from None
+        created = _time(data, "created_at", required=True)
+        assert created is not None
+        updated = _time(data, "updated_at", required=False)
+        deleted = _time(data, "deleted_at", required=False)
+        return cls(
+            id=mem_id,
+            content=check_content(data["content"]),
+            metadata=check_metadata(data.get("metadata")),
+            agent_id=str(_scope_value("agent_id", data.get("agent_id"), required=True)),
+            user_id=str(_scope_value("user_id", data.get("user_id"), required=True)),
+            org_id=str(_scope_value("org_id", data.get("org_id"), required=True)),
+            workspace_id=str(_scope_value("workspace_id", data.get("workspace_id"), required=True)),
+            created_at=created,
+            updated_at=updated if updated is not None else created,
+            expires_at=_time(data, "expires_at", required=False),
+            deleted_at=deleted or None,  # 0 is the store's "live", as in the SQL column
+        )
+
+
+def _time(data: Mapping[str, Any], name: str, *, required: bool) -> float | None:
+    """A unix-seconds field of an import record: a finite number >= 0 (null if not required)."""
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise ValidationError(f"{name} is missing", field=name, rule="import")
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(f"{name} must be a number (unix seconds)", field=name, rule="import")
+    try:
+        out = float(value)
+    except OverflowError:  # an integer with hundreds of digits
+        out = math.inf
+    if not math.isfinite(out) or out < 0:
+        raise ValidationError(f"{name} must be a finite, non-negative number (unix seconds)", field=name, rule="import")
+    return out
 
 
 @dataclass(frozen=True)
@@ -390,15 +424,6 @@ def check_id(memory_id: object) -> str:
 
 def expiry(ttl_ms: int | None, now: float) -> float | None:
     return None if ttl_ms is None else now + ttl_ms / 1000.0
-
-
-def _opt_float(value: object) -> float | None:
-    if value is None:
-        return None
-    out = float(value)  # type: ignore[arg-type]
-    if math.isnan(out):
-        raise ValueError("NaN time")
-    return out
 
 
 def _iso(ts: float) -> str:

@@ -122,6 +122,9 @@ def _filtered_source(filters: Mapping[str, Any]) -> tuple[str, str, list[Any]]:
 
 
 def _bind(value: Any) -> Any:
+    """The ``memory_tags.value`` a filter value is stored as (a JSON null is ``''`` of kind null)."""
+    if value is None:
+        return ""
     return int(value) if isinstance(value, bool) else value
 
 
@@ -767,45 +770,42 @@ class SQLiteMemoryStore:
     def load(self, memories: Iterable[Memory], *, progress: Progress | None = None) -> tuple[int, int]:
         """Insert exported memories keeping ids and times; ids already present are skipped.
 
-        Returns ``(imported, skipped)``. Live memories are embedded (or reuse an
-        equal-content vector); each batch of 256 commits on its own.
+        Returns ``(imported, skipped)``. All or nothing: every memory is checked and
+        every live one embedded (or given an equal-content vector) first, then all
+        rows go in one transaction.
         """
-        imported = skipped = 0
-        batch: list[Memory] = []
+        mems = list(memories)
+        for m in mems:
+            check_no_secrets(m.content, m.metadata, record=m.id, scope=m)
+        have: set[str] = set()
+        ids = list(dict.fromkeys(m.id for m in mems))
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            have.update(r[0] for r in self._read(f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(part))})", part))
+        fresh = list({m.id: m for m in mems if m.id not in have}.values())
+        live = [m for m in fresh if m.deleted_at is None]
+        total = len(mems)
+        vectors = self._vectors_for(
+            [m.content for m in live], progress=(lambda n: progress(n, total)) if progress else None
+        )
+        vecs = dict(zip((m.id for m in live), vectors, strict=True))
 
-        def flush() -> None:
-            nonlocal imported, skipped
-            if not batch:
-                return
-            ids = [m.id for m in batch]
-            have = {r[0] for r in self._read(f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids)}
-            fresh = list({m.id: m for m in batch if m.id not in have}.values())
-            for m in fresh:
-                check_no_secrets(m.content, m.metadata, record=m.id)
-            live = [m for m in fresh if m.deleted_at is None]
-            vecs = dict(zip((m.id for m in live), self._vectors_for([m.content for m in live]), strict=True))
-
-            def tx(c: sqlite3.Connection) -> None:
-                rev = _next_rev(c)
-                for m in fresh:
+        def tx(c: sqlite3.Connection) -> int:
+            rev = _next_rev(c)
+            n = 0
+            for m in fresh:  # another process may have loaded some of them meanwhile
+                if c.execute("SELECT 1 FROM memories WHERE id = ?", [m.id]).fetchone() is None:
                     h, v = vecs.get(m.id, (content_hash(m.content), None))
                     self._insert(c, m, h, v, rev)
-
-            write_txn(self._conn, tx)
-            imported += len(fresh)
-            skipped += len(batch) - len(fresh)
-            if progress is not None:
-                progress(len(batch), 0)
-            batch.clear()
+                    n += 1
+            return n
 
         with self._lock:
-            for mem in memories:
-                batch.append(mem)
-                if len(batch) >= 256:
-                    flush()
-            flush()
+            imported = write_txn(self._conn, tx) if fresh else 0
             self._after_write()
-        return imported, skipped
+        if progress is not None:
+            progress(total - len(live), total)
+        return imported, total - imported
 
     def close(self) -> None:
         with self._lock:

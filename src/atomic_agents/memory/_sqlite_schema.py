@@ -8,6 +8,7 @@ Plain-SQL readers (ATP's metrics script) rely on table ``memories`` with columns
 from __future__ import annotations
 
 import random
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -54,7 +55,8 @@ CREATE INDEX IF NOT EXISTS ix_memories_expires ON memories (expires_at) WHERE ex
 -- One row per top-level scalar metadata key: equality filters (goal_id, record_type,
 -- stage, ...) are an index lookup at any size, for every key, with no schema change.
 -- ``kind`` is json_each's type (text, integer, real, true, false, null): 1, 1.0, true
--- and "1" are different values, as they are in the JSON.
+-- and "1" are different values, as they are in the JSON. A JSON null is stored as
+-- value '' with kind 'null' (primary-key columns of a WITHOUT ROWID table are NOT NULL).
 CREATE TABLE IF NOT EXISTS memory_tags (
     key   TEXT NOT NULL,
     value,
@@ -74,15 +76,17 @@ CREATE TABLE IF NOT EXISTS leases (
     released_at REAL
 );
 
+-- content="memories" (double quotes) is the form sqlite-utils and Datasette look for
+-- to detect a table's full-text index.
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-    content, content='memories', content_rowid='seq',
+    content, content="memories", content_rowid='seq',
     tokenize='porter unicode61 remove_diacritics 2'
 );
 
 CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN
     INSERT INTO memories_fts (rowid, content) VALUES (new.seq, new.content);
     INSERT INTO memory_tags (key, value, kind, seq)
-        SELECT key, value, type, new.seq FROM json_each(new.metadata) WHERE type NOT IN ('object', 'array');
+        SELECT key, coalesce(value, ''), type, new.seq FROM json_each(new.metadata) WHERE type NOT IN ('object', 'array');
 END;
 CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN
     INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.seq, old.content);
@@ -95,7 +99,7 @@ END;
 CREATE TRIGGER IF NOT EXISTS memories_au_metadata AFTER UPDATE OF metadata ON memories BEGIN
     DELETE FROM memory_tags WHERE seq = old.seq;
     INSERT INTO memory_tags (key, value, kind, seq)
-        SELECT key, value, type, new.seq FROM json_each(new.metadata) WHERE type NOT IN ('object', 'array');
+        SELECT key, coalesce(value, ''), type, new.seq FROM json_each(new.metadata) WHERE type NOT IN ('object', 'array');
 END;
 """
 
@@ -167,6 +171,7 @@ def ensure_schema(conn: sqlite3.Connection, embedder_id: str, dimension: int) ->
     def create(c: sqlite3.Connection) -> dict[str, str]:
         for stmt in _split(_DDL):
             c.execute(stmt)
+        _upgrade_in_place(c)
         meta = dict(c.execute("SELECT key, value FROM store_meta").fetchall())
         if not meta:
             meta = {
@@ -186,6 +191,36 @@ def ensure_schema(conn: sqlite3.Connection, embedder_id: str, dimension: int) ->
             version=version,
         )
     return meta
+
+
+_CREATES = re.compile(r"CREATE (?:VIRTUAL TABLE|TRIGGER|TABLE|INDEX) IF NOT EXISTS (\w+)")
+
+
+def _upgrade_in_place(c: sqlite3.Connection) -> None:
+    """Bring a file made by an earlier build of this schema version up to the current DDL.
+
+    Both changes are invisible to older builds (same tables, columns and meanings), so
+    the schema version stays. Runs inside ``ensure_schema``'s transaction: all or nothing.
+
+    * metadata triggers that stored a JSON null as SQL NULL (refused by the tag table's
+      primary key, so such a file holds no null tags): recreated to store ``''``;
+    * the FTS table declared with ``content='memories'``: re-declared with
+      ``content="memories"`` (sqlite-utils/Datasette detection) and rebuilt from
+      ``memories``, which is its content table either way.
+    """
+    sql = dict(c.execute("SELECT name, sql FROM sqlite_master WHERE name IN ('memories_ai', 'memories_au_metadata', 'memories_fts')").fetchall())
+    stale_triggers = [n for n in ("memories_ai", "memories_au_metadata") if "coalesce(value, '')" not in (sql.get(n) or "")]
+    stale_fts = 'content="memories"' not in (sql.get("memories_fts") or "")
+    if not stale_triggers and not stale_fts:
+        return
+    wanted = {m.group(1): stmt for stmt in _split(_DDL) if (m := _CREATES.match(stmt))}
+    for name in stale_triggers:
+        c.execute(f"DROP TRIGGER IF EXISTS {name}")
+        c.execute(wanted[name])
+    if stale_fts:
+        c.execute("DROP TABLE IF EXISTS memories_fts")
+        c.execute(wanted["memories_fts"])
+        c.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
 
 
 def _split(ddl: str) -> list[str]:

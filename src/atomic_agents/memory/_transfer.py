@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from .._text import decode_lines, parse_json
-from ..exceptions import EncodingError, ValidationError
+from ..exceptions import EncodingError, NotFoundError, SecretRejectedError, ValidationError
 from ._base import check_scope_filter
 from ._models import Memory, ScopeFilter
 from ._store import MemoryStore, Progress
@@ -56,7 +56,8 @@ def _write(store: MemoryStore, fh: IO[str], scope: ScopeFilter) -> int:
     return n
 
 
-def _records(fh: IO[str] | IO[bytes], source: str) -> Iterator[Memory]:
+def _records(fh: IO[str] | IO[bytes], source: str) -> Iterator[tuple[int, Memory]]:
+    """(line number, memory) for every non-blank line; the first bad line raises, naming it."""
     for lineno, line in decode_lines(fh, path=source):
         if isinstance(line, EncodingError):
             raise line  # names the file and the line; nothing has been written yet
@@ -66,9 +67,10 @@ def _records(fh: IO[str] | IO[bytes], source: str) -> Iterator[Memory]:
         if not isinstance(data, dict):
             raise ValidationError(f"line {lineno}: not a JSON object", path=source, rule="jsonl")
         try:
-            yield Memory.from_dict(data)
+            mem = Memory.from_dict(data)
         except ValidationError as exc:
-            raise ValidationError(f"line {lineno}: {exc.message}", path=source, field=exc.field, rule=exc.rule) from exc
+            raise ValidationError(f"line {lineno}: {exc.message}", path=source, field=exc.field, rule=exc.rule) from None
+        yield lineno, mem
 
 
 def import_jsonl(
@@ -76,16 +78,28 @@ def import_jsonl(
 ) -> tuple[int, int]:
     """Load an export into ``store``; ids already present are skipped. Returns ``(imported, skipped)``.
 
-    The whole file is checked (JSON, fields, secrets) before anything is written.
+    All or nothing: the whole file is read and every record checked (JSON, field
+    types, finite non-negative times, secrets, scope ids) before anything is
+    written; the first bad record raises :class:`ValidationError` naming its line.
     """
-    if hasattr(source, "read"):
-        records = list(_records(source, "<stream>"))  # type: ignore[arg-type]
-    else:
-        with open(source, "rb") as fh:
-            records = list(_records(fh, str(source)))
     from ._secrets import check_no_secrets
 
-    for mem in records:
-        check_no_secrets(mem.content, mem.metadata, record=mem.id)
+    if hasattr(source, "read"):
+        name = "<stream>"
+        records = list(_records(source, name))  # type: ignore[arg-type]
+    else:
+        name = str(source)
+        try:
+            with open(source, "rb") as fh:
+                records = list(_records(fh, name))
+        except FileNotFoundError:
+            raise NotFoundError(f"no such file: {name}", path=name) from None
+        except OSError as exc:
+            raise ValidationError(f"cannot read the file ({exc.strerror})", path=name, rule="io") from None
+    for lineno, mem in records:
+        try:
+            check_no_secrets(mem.content, mem.metadata, record=mem.id, scope=mem)
+        except SecretRejectedError as exc:
+            raise SecretRejectedError(exc.pattern, field=exc.field or "content", record=mem.id, path=f"{name}:{lineno}") from None
     total = len(records)
-    return store.load(records, progress=(lambda n, _t: progress(n, total)) if progress else None)
+    return store.load([m for _, m in records], progress=(lambda n, _t: progress(n, total)) if progress else None)
