@@ -240,3 +240,22 @@ def test_sqlite_keyword_search_finds_records_by_goal_id_and_status_words(tmp_pat
     words = "goal_record dispatch_instruction context_summary action_record verdict escalation_record archival_record hand_off_record"
     assert w.id in {h.id for h in store.search(words, scope, limit=50)}
     store.close()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8": "x"},
+        {"extra": {"ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8": "x"}},
+        {"extra": {"note": ["ok", {"deep": "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"}]}},
+        {"files_changed": ["ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"]},
+    ],
+)
+def test_a_secret_key_or_nested_value_is_never_echoed(as_role: Roles, data: dict[str, object]) -> None:
+    gid, _ = _lite_to_action(as_role)
+    secret = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    with pytest.raises(SecretRejectedError) as err:
+        as_role("builder").write("action_record", gid, {**ACTION, **data})
+    text = str(err.value) + repr(err.value.args) + str(err.value.to_dict())
+    assert secret not in text and secret[:12] not in text
+    assert err.value.field in {"data", "extra", "files_changed"}

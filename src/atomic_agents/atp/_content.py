@@ -42,19 +42,25 @@ def _strings(value: Any, path: str) -> list[tuple[str, str]]:
     return []
 
 
-def check_clean(fields: Mapping[str, Any], *, record: str | None = None) -> None:
-    """Refuse secrets and raw command output in any field, naming the field (never the value)."""
-    try:
-        check_no_secrets(None, fields, record=record)
-    except SecretRejectedError as exc:
-        field = (exc.field or "").removeprefix("metadata.")
-        raise SecretRejectedError(exc.pattern, field=field or "content", record=record) from None
+def check_clean(fields: Mapping[str, Any], known: frozenset[str], *, record: str | None = None) -> None:
+    """Refuse secrets and raw command output in any field, naming the field (never the value).
+
+    The field named is the top-level one, and only if it is a field of the kind
+    (``known``): a key the caller made up may itself be the secret.
+    """
+    for key, value in fields.items():
+        name = key if key in known else "data"
+        try:
+            check_no_secrets(None, {key: value}, record=record)
+        except SecretRejectedError as exc:
+            raise SecretRejectedError(exc.pattern, field=name, record=record) from None
     for path, text in _strings(fields, ""):
         for what, rx in _RAW_OUTPUT:
             if rx.search(text):
+                top = path.split(".", 1)[0].split("[", 1)[0]
                 raise ValidationError(
                     f"looks like raw command output ({what}); write a summary and keep the output in a file",
-                    field=path,
+                    field=path if top in known and top != "extra" else (top if top in known else "data"),
                     rule="raw-output",
                     record=record,
                 )

@@ -160,7 +160,7 @@ class Ledger:
                     "names the goal id, not a record: link the records this stage read (e.g. the goal_record's id)",
                     field=key, rule="link",
                 )  # fmt: skip
-        check_clean(data)
+        check_clean(data, _field_names(MODELS[k]))
         rec = _validated(MODELS[k], data)
         fence = self._fence(goal_id, token if token is not None else rec.lease_token)
         check_links(rec, chain, self.store, rec.owner_instance or self.identity.agent_id)
@@ -440,6 +440,10 @@ def _role_arg(role: str) -> str:
     if role not in Role.__members__.values():
         raise ValidationError(f"{role!r} is not a role (one of {', '.join(r.value for r in Role)})", field="role", rule="role")
     return role
+
+
+def _field_names(model: Any) -> frozenset[str]:
+    return frozenset(model.model_fields)
 
 
 def _validated(model: Any, data: dict[str, Any]) -> Any:
