@@ -161,7 +161,9 @@ def tree(root: Path) -> dict[str, bytes | str]:
                 out[os.path.normpath(os.path.join(rel_dir, d))] = "-> " + os.readlink(full)
         for f in filenames:
             rel = os.path.normpath(os.path.join(rel_dir, f))
-            if rel == ".migration.lock" or f == ".agent.lock":  # lock files, created on demand
+            # lock files, created on demand; the plan file is the lock's companion (a kill may leave it,
+            # and it is trusted only while its writer's pid is alive)
+            if rel in (".migration.lock", ".migration.lock.plan") or f == ".agent.lock":
                 continue
             full = os.path.join(dirpath, f)
             out[rel] = ("-> " + os.readlink(full)) if os.path.islink(full) else Path(full).read_bytes()
