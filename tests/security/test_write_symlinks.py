@@ -283,3 +283,28 @@ def test_cli_exits_1_naming_the_symlink(command: str, agents_root: Path, outside
     rel = os.path.relpath(planted, agents_root)
     assert (str(planted) in out + err or f"{rel}/" in out + err) and "Traceback" not in out + err
     assert outside.state() == before
+
+
+@pytest.mark.parametrize("place", ["memory_folder", "db_file", "wal_file"])
+def test_the_default_store_never_writes_outside_the_root(place: str, agents_root: Path, outside: Outside) -> None:
+    from atomic_agents.memory import HashingEmbedder, open_store
+
+    mem = agents_root / "_memory"
+    if place == "memory_folder":
+        planted = _move_out(mem, outside) if mem.exists() else _link_out(mem, outside)
+    else:
+        mem.mkdir(exist_ok=True)
+        name = "memory.db" if place == "db_file" else "memory.db-wal"
+        planted = mem / name
+        planted.symlink_to(outside.dir / f"planted-{name}")
+    outside.age()
+    before = outside.state()
+    with pytest.raises(UnsafePathError) as exc:
+        open_store(agents_root=agents_root, embedder=HashingEmbedder())
+    assert exc.value.path is not None and exc.value.path.startswith(str(planted))
+    assert outside.state() == before
+
+
+def _link_out(path: Path, outside: Outside) -> Path:
+    path.symlink_to(outside.dir, target_is_directory=True)
+    return path

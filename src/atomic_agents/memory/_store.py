@@ -182,6 +182,14 @@ def _checked_db_path(path: str | os.PathLike[str] | None, agents_root: str | os.
     if not root.is_dir():
         raise NotFoundError(f"vault root {root} does not exist: create it (atomic-agents vault init AGENT), "
                             "or name one with --agents-root / ATOMIC_AGENTS_ROOT, or a store file with --db", path=root)
+    # Inside the vault the store follows the vault's rule: nothing is written outside the root,
+    # whether _memory/ or the database file (or its -wal/-shm companions) is a symlink that leads out.
+    from .._io import make_dirs, resolve_inside
+
+    make_dirs(db.parent, root=root)
+    for f in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        if f.is_symlink():
+            resolve_inside(root, f, what="the memory store file")
     return db
 
 
