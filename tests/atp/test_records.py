@@ -40,7 +40,8 @@ def test_a_record_is_one_memory_that_names_itself(as_role: Roles, store: MemoryS
     stored = dt.datetime.fromisoformat(meta["stored_at"].replace("Z", "+00:00"))
     assert stored.tzinfo == dt.timezone.utc and meta["stored_at"].endswith("Z")
     assert (mem.agent_id, mem.org_id, mem.workspace_id) == ("dispatcher", "acme", "acme/web")
-    assert uuid.UUID(w.id).version == 7
+    assert uuid.UUID(w.id).version == 5  # derived from the goal: one goal record per goal
+    assert uuid.UUID(as_role("dispatcher").write("plan_record", w.goal_id, PLAN).id).version == 7  # time-ordered
 
 
 def test_records_are_found_by_goal_id_and_by_the_status_query(as_role: Roles, store: MemoryStore) -> None:
@@ -259,3 +260,16 @@ def test_a_secret_key_or_nested_value_is_never_echoed(as_role: Roles, data: dict
     text = str(err.value) + repr(err.value.args) + str(err.value.to_dict())
     assert secret not in text and secret[:12] not in text
     assert err.value.field in {"data", "extra", "files_changed"}
+
+
+def test_two_agents_starting_the_same_goal_at_once_make_one_goal_record(as_role: Roles, store: MemoryStore) -> None:
+    from atomic_agents.atp import Kind
+
+    a, b = as_role("dispatcher-a"), as_role("dispatcher-b")
+    data = {"request": "ship it", "requester": "alice", "goal_id": "race-goal"}
+    # Both read an empty chain before either writes (the race): the store's unique id decides.
+    first = a._write(Kind.GOAL, "race-goal", dict(data), [], None)
+    with pytest.raises(ConflictError) as err:
+        b._write(Kind.GOAL, "race-goal", dict(data), [], None)
+    assert "already has a goal_record" in str(err.value)
+    assert [r.id for r in a.records("race-goal")] == [first.id]

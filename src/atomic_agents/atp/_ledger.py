@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import re
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -91,6 +92,14 @@ def _bulk_read() -> Iterator[None]:
 def _slug(text: str) -> str:
     words = re.findall(r"[a-z0-9]+", text.lower())[:6]
     return "-".join(words)[:48].strip("-") or "goal"
+
+
+_GOAL_NAMESPACE = uuid.UUID("6f1c2a4e-8a7b-5c3d-9e0f-a1b2c3d4e5f6")
+
+
+def goal_record_id(identity: Identity, goal_id: str) -> str:
+    """The goal record's id: a UUIDv5 of org, workspace and goal id (one goal record per goal)."""
+    return str(uuid.uuid5(_GOAL_NAMESPACE, f"{identity.org_id}\x00{identity.workspace_id}\x00{goal_id}"))
 
 
 def lease_key(identity: Identity, goal_id: str) -> str:
@@ -227,7 +236,9 @@ class Ledger:
         return None
 
     def _store(self, rec: Any, fence: Fence | None) -> Written:
-        rid = new_record_id(self._clock())
+        # A goal record's id is derived from its goal, so two agents starting the same goal at
+        # once cannot both succeed: the store's unique id refuses the second (no duplicate goals).
+        rid = goal_record_id(self.identity, rec.goal_id) if rec.kind == Kind.GOAL else new_record_id(self._clock())
         meta = {k: v for k, v in rec.model_dump(mode="json").items() if v is not None}
         meta.pop("lease_token", None) if fence is None else meta.__setitem__("lease_token", fence.token)
         meta["record_type"] = meta["kind"] = rec.kind.value
@@ -235,7 +246,12 @@ class Ledger:
         if rec.kind == Kind.VERDICT:
             meta["verdict_status"] = meta["status"]
         content = render_content(rec.goal_id, rid, meta["stage"], meta["owner_role"], rec.headline(), rec.typed_fields())
-        self.store.remember(content, meta, self.identity.scope, memory_id=rid, fence=fence)
+        try:
+            self.store.remember(content, meta, self.identity.scope, memory_id=rid, fence=fence)
+        except ConflictError:
+            if rec.kind != Kind.GOAL:
+                raise
+            raise ConflictError(f"goal {rec.goal_id} already has a goal_record ({rid})") from None
         return Written(rid, rec.goal_id, rec.kind.value, meta, content)
 
     # -- operations --------------------------------------------------------------------
