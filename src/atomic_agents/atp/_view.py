@@ -31,8 +31,16 @@ _STAGES = frozenset(s.value for s in Stage)
 _ROLES = frozenset(r.value for r in Role)
 
 
+_fromiso = dt.datetime.fromisoformat
+
+
 def parse_time(value: object) -> float | None:
     """Unix seconds from an ISO 8601 string (``Z`` or an offset; naive means UTC), or ``None``."""
+    if type(value) is str and len(value) == 27 and value[-1] == "Z":  # the ledger's own form: fast path
+        try:
+            return _fromiso(value).timestamp()
+        except ValueError:
+            pass
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, str) or not value.strip():
