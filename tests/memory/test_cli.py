@@ -123,6 +123,7 @@ def test_real_model_end_to_end_via_the_installed_script(tmp_path: Path) -> None:
     remember = subprocess.run([str(exe), "memory", "remember", *scope, "--content", "The billing deploy failed because the migration timed out"], env=env, capture_output=True, text=True)
     assert remember.returncode == 0, remember.stderr
     recall = subprocess.run([str(exe), "memory", "recall", *scope, "why did the billing deploy fail?"], env=env, capture_output=True, text=True)
+    assert recall.returncode == 0, (recall.stdout, recall.stderr)
     hit = json.loads(recall.stdout)["results"][0]
     assert hit["id"] == json.loads(remember.stdout)["id"] and hit["score"] >= 0.45
 
