@@ -163,7 +163,7 @@ class Ledger:
 
     def _write(self, k: Kind, goal_id: str, data: dict[str, Any], chain: list[RecordView], token: int | None) -> Written:
         from ._checks import check_fit, check_links
-        from ._models import MODELS, Record
+        from ._models import MODELS
 
         for key in _SET_BY_LEDGER:
             if key in data and data.pop(key) not in (k.value, None) and key != "stored_at":
