@@ -7,14 +7,27 @@ caller (agent, script, supervisor) can fix exactly that and retry.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..exceptions import NotFoundError, ValidationError
 from ..memory import MemoryStore
 from ._kinds import KIND_RULES, Kind, VerdictStatus
-from ._models import Record
 from ._view import RecordView, view_of
 
+if TYPE_CHECKING:
+    from ._models import Record
+
 __all__ = ["check_fit", "check_links"]
+
+
+def shown(value: object) -> str:
+    """``value`` for an error message, unless it might be a secret or is long (then a stand-in)."""
+    from ..memory import find_secret
+
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > 80 or find_secret(text):
+        return "the value given"
+    return repr(value)
 
 
 def check_fit(kind: Kind, stage: object, owner_role: object) -> None:
@@ -22,13 +35,13 @@ def check_fit(kind: Kind, stage: object, owner_role: object) -> None:
     rule = KIND_RULES[kind]
     if stage not in rule.stages:
         allowed = ", ".join(s.value for s in rule.stages[:4]) + (", ..." if len(rule.stages) > 4 else "")
-        raise ValidationError(f"a {kind.value} is written at stage {allowed}, not {stage!r}", field="stage", rule="kind-fit")
+        raise ValidationError(f"a {kind.value} is written at stage {allowed}, not {shown(stage)}", field="stage", rule="kind-fit")
     if owner_role not in rule.roles:
         allowed = ", ".join(r.value for r in rule.roles)
-        raise ValidationError(f"a {kind.value} is written by {allowed}, not {owner_role!r}", field="owner_role", rule="kind-fit")
+        raise ValidationError(f"a {kind.value} is written by {allowed}, not {shown(owner_role)}", field="owner_role", rule="kind-fit")
 
 
-def check_links(rec: Record, chain: Sequence[RecordView], store: MemoryStore, writer_instance: str) -> None:
+def check_links(rec: Record, chain: Sequence[RecordView], store: MemoryStore, writer_instance: str, writer_agent: str) -> None:
     """Every link of ``rec`` resolves, inside its goal, to the kind of record it must be."""
     by_id = {r.id: r for r in chain}
     kind = rec.kind
@@ -53,12 +66,25 @@ def check_links(rec: Record, chain: Sequence[RecordView], store: MemoryStore, wr
         _check_green(rec, chain, by_id)
     if kind == Kind.VERDICT:
         for r in chain:
-            if r.kind in (Kind.ACTION, Kind.CLEANUP) and r.instance == writer_instance:
+            if r.kind in (Kind.ACTION, Kind.CLEANUP) and _same_writer(r, writer_instance, writer_agent):
                 raise ValidationError(
                     f"{writer_instance} wrote {r.kind.value} {r.id} of this goal; a verifier never verifies its "
                     "own work (give each role its own --agent-id or --instance)",
                     field="owner_instance", rule="self-verification",
                 )  # fmt: skip
+
+
+def _same_writer(r: RecordView, instance: str, agent: str) -> bool:
+    """Did the writer (``instance`` under agent id ``agent``) write ``r``?
+
+    Instances decide when the earlier record named one of its own; a record that did
+    not (its instance is just its agent id) can only be told apart by agent id, so a
+    new instance name under the same agent id is still the same writer.
+    """
+    if r.instance == instance:
+        return True
+    named = r.instance != r.agent_id
+    return not named and bool(r.agent_id) and r.agent_id == agent
 
 
 def _check_link(rid: str, field: str, goal_id: str, by_id: dict[str, RecordView], store: MemoryStore) -> None:
@@ -82,11 +108,21 @@ def _check_link(rid: str, field: str, goal_id: str, by_id: dict[str, RecordView]
 
 
 def _check_green(rec: Record, chain: Sequence[RecordView], by_id: dict[str, RecordView]) -> None:
-    """spec: the archivist never archives without a green verdict (newer than the last action)."""
-    last_work = max((r.stored_at for r in chain if r.kind in (Kind.ACTION, Kind.CLEANUP)), default=float("-inf"))
+    """spec: the archivist never archives without a green verdict.
+
+    The verdict named must be the goal's latest verdict, green, and newer than its
+    last action (so work done since, or a red verdict given since, blocks closure),
+    and the goal must have had an action to verify.
+    """
+    work = [r for r in chain if r.kind in (Kind.ACTION, Kind.CLEANUP)]
+    verdicts = [r for r in chain if r.kind == Kind.VERDICT]
     v = by_id.get(rec.verdict_id) if rec.verdict_id else None
-    if v is None or v.verdict != VerdictStatus.GREEN or v.stored_at < last_work:
+    ok = (
+        v is not None and work and verdicts and v.id == verdicts[-1].id
+        and v.verdict == VerdictStatus.GREEN and v.sort_key() > work[-1].sort_key()
+    )  # fmt: skip
+    if not ok:
         raise ValidationError(
-            "an archival record needs verdict_id naming a green verdict newer than the goal's last action",
+            "an archival record needs verdict_id naming the goal's latest verdict, green and newer than its last action",
             field="verdict_id", rule="green-verdict",
         )  # fmt: skip

@@ -22,6 +22,15 @@ __all__ = ["check_clean", "render_content"]
 _RAW_OUTPUT: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a Python traceback", re.compile(r"Traceback \(most recent call last\):|^\s*File \"[^\"]+\", line \d+", re.M)),
     ("a stack trace", re.compile(r"(?:^\s+at [\w$.<>/]+[(:][^\n]*\n){2,}", re.M)),
+    # one JavaScript frame is enough: "    at Object.<anonymous> (src/x.test.js:12:5)"
+    ("a stack trace", re.compile(r"^\s+at [^\n]*\((?:[^()\n]*[/\\])?[^()\n]+:\d+:\d+\)\s*$", re.M)),
+    ("a test runner's output", re.compile(
+        r"^=+ (?:test session starts|FAILURES|ERRORS|short test summary info)|^=+ .*\b\d+ (?:passed|failed|errors?)\b.* =+$"
+        r"|^collected \d+ items?\b|^(?:PASS|FAIL) +\S+\.(?:test|spec)\.[jt]sx?$|^Tests: +\d+ (?:failed|passed)",
+        re.M,
+    )),
+    # an npm/yarn script banner: "> app@1.0.0 test" or "> npm test" followed by what it printed
+    ("a pasted shell transcript", re.compile(r"^> (?:[\w@./-]+@\d[\w.-]* \w+|(?:npm|yarn|pnpm) \w+)[^\n]*\n(?:[^\n]*\S[^\n]*\n?){1,}", re.M)),
     ("a Go panic", re.compile(r"^goroutine \d+ \[[a-z ]+\]:", re.M)),
     ("terminal colour codes", re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")),
     # A prompt line followed by at least two lines of what it printed.

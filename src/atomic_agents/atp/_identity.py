@@ -97,6 +97,15 @@ def _dotenv(path: Path) -> Mapping[str, str]:
         raise ValidationError("cannot read as a UTF-8 .env file", path=path, rule="encoding") from None
 
 
+def _scalar(value: object, key: str, project: Path) -> str | None:
+    """A config id as text: YAML reads ``org_id: 5`` as a number, which is still an id."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValidationError(f"{key} must be a string", path=project / CONFIG_PATH, field=key, rule="identity")
+    return str(value)
+
+
 def _os_user() -> str:
     try:
         return getpass.getuser()
@@ -124,8 +133,9 @@ def resolve_identity(
     home_dir = Path(home) if home is not None else Path.home()
     cfg = load_team_config(project)
     sources: list[tuple[str, Mapping[str, Any]]] = []
-    if cfg.get("org_id") and cfg.get("workspace_id"):
-        sources.append((str(project / CONFIG_PATH), {"EDEN_ORG_ID": cfg["org_id"], "EDEN_WORKSPACE_ID": cfg["workspace_id"]}))
+    org_cfg, ws_cfg = (_scalar(cfg.get(k), k, project) for k in ("org_id", "workspace_id"))
+    if org_cfg and ws_cfg:
+        sources.append((str(project / CONFIG_PATH), {"EDEN_ORG_ID": org_cfg, "EDEN_WORKSPACE_ID": ws_cfg}))
     sources.append(("environment", env))
     sources.append((str(project / ".env"), _dotenv(project / ".env")))
     sources.append((str(home_dir / ".eden-memory" / ".env"), _dotenv(home_dir / ".eden-memory" / ".env")))

@@ -29,11 +29,13 @@ from typing import Any
 from ..exceptions import ConflictError, NotFoundError, ValidationError
 from ..memory import Fence, Lease, LeaseHeldError, MemoryStore
 from ._content import check_clean, render_content
+from ._charter import CHARTER_GOAL_ID
 from ._identity import Identity
 from ._ids import iso_now, new_record_id
 from ._kinds import KIND_RULES, Kind, Mode, RecordStatus, Role, Stage, State, normalise_kind
 from ._router import Decision, decide, goal_mode
-from ._view import RecordView, parse_time, views_of
+from ._checks import shown
+from ._view import RecordView, parse_time, unplaced, views_of
 
 __all__ = ["ContinueResult", "Ledger", "RecallResult", "Written"]
 
@@ -136,7 +138,7 @@ class Ledger:
     def decide(self, goal_id: str, *, as_of: float | None = None) -> Decision:
         d = decide(self.records(goal_id), as_of=as_of)
         if d is None:
-            raise NotFoundError(f"no records of goal {goal_id!r} in {self.identity.org_id}/{self.identity.workspace_id}", record=goal_id)
+            raise NotFoundError(f"no records of goal {shown(goal_id)} in {self.identity.org_id}/{self.identity.workspace_id}")
         return d
 
     def status(self, goal_id: str | None = None, *, role: str | None = None, as_of: float | None = None) -> list[Decision]:
@@ -158,6 +160,8 @@ class Ledger:
     def write(self, kind: str, goal_id: str, data: Mapping[str, Any] | None = None, *, token: int | None = None) -> Written:
         """Validate and store one record of ``kind`` for ``goal_id``; returns it with its id."""
         k = _kind_arg(kind)
+        if k == Kind.CHARTER and goal_id != CHARTER_GOAL_ID:
+            raise ValidationError(f"charter ratifications are recorded under goal {CHARTER_GOAL_ID!r}", field="goal_id", rule="charter")
         chain = self.records(goal_id) if k != Kind.CHARTER else []
         return self._write(k, goal_id, dict(data or {}), chain, token)
 
@@ -178,8 +182,12 @@ class Ledger:
         if k == Kind.GOAL and chain:
             raise ConflictError(f"goal {goal_id} already has a goal_record ({chain[0].id})")
         if k not in (Kind.GOAL, Kind.CHARTER) and not chain:
-            raise ValidationError(f"no goal {goal_id!r}: start it first (team start)", field="goal_id", rule="unknown-goal")
+            raise ValidationError(f"no goal {shown(goal_id)}: start it first (team start)", field="goal_id", rule="unknown-goal")
+        check_clean(data, _field_names(MODELS[k]))  # first: no later message may show a secret
         rule = KIND_RULES[k]
+        if k == Kind.RUN_LOG and "stage" not in data and chain:
+            d = decide(chain)  # a run log is written at the stage the goal is in
+            data["stage"] = d.stage if d is not None and d.stage in rule.stages else rule.default_stage.value
         data.setdefault("stage", rule.default_stage.value)
         data.setdefault("owner_role", rule.default_role.value)
         data.setdefault("owner_instance", self.identity.agent_id)
@@ -191,10 +199,10 @@ class Ledger:
                     "names the goal id, not a record: link the records this stage read (e.g. the goal_record's id)",
                     field=key, rule="link",
                 )  # fmt: skip
-        check_clean(data, _field_names(MODELS[k]))
+        check_clean(data, _field_names(MODELS[k]))  # again: the defaults copied values in
         rec = _validated(MODELS[k], data)
         fence = self._fence(goal_id, token if token is not None else rec.lease_token)
-        check_links(rec, chain, self.store, rec.owner_instance or self.identity.agent_id)
+        check_links(rec, chain, self.store, rec.owner_instance or self.identity.agent_id, self.identity.agent_id)
         return self._store(rec, fence)
 
     def _defaults(self, k: Kind, data: dict[str, Any], chain: list[RecordView]) -> None:
@@ -233,14 +241,18 @@ class Ledger:
                 "for the claim to end",
                 lease=lease,
             )
-        return None
+        # token 0: "no live claim", checked again inside the write's transaction, so a claim
+        # granted between this look and the write still refuses it.
+        return Fence(key, 0)
 
     def _store(self, rec: Any, fence: Fence | None) -> Written:
         # A goal record's id is derived from its goal, so two agents starting the same goal at
         # once cannot both succeed: the store's unique id refuses the second (no duplicate goals).
         rid = goal_record_id(self.identity, rec.goal_id) if rec.kind == Kind.GOAL else new_record_id(self._clock())
         meta = {k: v for k, v in rec.model_dump(mode="json").items() if v is not None}
-        meta.pop("lease_token", None) if fence is None else meta.__setitem__("lease_token", fence.token)
+        meta.pop("lease_token", None)
+        if fence is not None and fence.token:
+            meta["lease_token"] = fence.token
         meta["record_type"] = meta["kind"] = rec.kind.value
         meta["stored_at"] = iso_now(self._clock())
         if rec.kind == Kind.VERDICT:
@@ -283,7 +295,7 @@ class Ledger:
         chain = self.records(goal_id)
         d = decide(chain)
         if d is None:
-            raise NotFoundError(f"no records of goal {goal_id!r}", record=goal_id)
+            raise NotFoundError(f"no records of goal {shown(goal_id)}")
         if d.state != State.CONTINUEABLE:
             return ContinueResult(goal_id, d.next_stage, d.next_role, d.state, d.blocker, [])
         last = chain[-1]
@@ -320,7 +332,7 @@ class Ledger:
         """Pass the goal to ``to_role``, copying success criteria, deadline and trigger from the plan."""
         chain = self.records(goal_id)
         if not chain:
-            raise ValidationError(f"no goal {goal_id!r}", field="goal_id", rule="unknown-goal")
+            raise ValidationError(f"no goal {shown(goal_id)}", field="goal_id", rule="unknown-goal")
         work = [r for r in chain if r.kind != Kind.RUN_LOG] or chain
         role = from_role or (work[-1].owner_role if work[-1].owner_role in Role.__members__.values() else Role.ROUTER.value)
         data: dict[str, Any] = {"owner_role": role, "from_role": role, "to_role": _role_arg(to_role), "reason": reason}
@@ -350,10 +362,10 @@ class Ledger:
     def approve(self, goal_id: str, *, approved_by: str, token: int | None = None) -> Written:
         """Authorise the pending step of a goal waiting for authorisation; the builder resumes."""
         chain = self.records(goal_id)
-        pending = [r for r in chain if r.kind == Kind.PENDING]
         d = decide(chain)
+        pending = [r for r in chain if r.kind == Kind.PENDING or r.status == RecordStatus.PENDING]
         if not pending or d is None or d.state != State.PENDING:
-            raise ConflictError(f"goal {goal_id} is not waiting for authorisation")
+            raise ConflictError(f"goal {shown(goal_id)} is not waiting for authorisation")
         p = pending[-1]
         return self._write(Kind.PENDING, goal_id, {
             "owner_role": p.owner_role if p.owner_role in KIND_RULES[Kind.PENDING].roles else Role.BUILDER.value,
@@ -393,17 +405,17 @@ class Ledger:
         from ._report import timeline
 
         views = self.records(goal_id, as_of=as_of)
-        d = decide(views, as_of=as_of)
-        if d is None:
-            raise NotFoundError(f"no records of goal {goal_id!r}", record=goal_id)
-        return {"goal_id": goal_id, "decision": d.to_dict(), "records": timeline(views)}
+        if not views:
+            raise NotFoundError(f"no records of goal {shown(goal_id)}")
+        d = decide(views, as_of=as_of)  # None for the charter goal: ratifications are not a chain
+        return {"goal_id": goal_id, "decision": d.to_dict() if d else None, "records": timeline(views)}
 
     def graph(self, goal_id: str, *, as_of: float | None = None) -> str:
         from ._report import mermaid
 
         views = self.records(goal_id, as_of=as_of)
         if not views:
-            raise NotFoundError(f"no records of goal {goal_id!r}", record=goal_id)
+            raise NotFoundError(f"no records of goal {shown(goal_id)}")
         return mermaid(views)
 
     def metrics(self, goal_id: str | None = None) -> list[dict[str, Any]]:
@@ -411,18 +423,21 @@ class Ledger:
 
         goals = {goal_id: self.records(goal_id)} if goal_id else self.all_records()
         if goal_id and not goals[goal_id]:
-            raise NotFoundError(f"no records of goal {goal_id!r}", record=goal_id)
+            raise NotFoundError(f"no records of goal {shown(goal_id)}")
         return [m for g in sorted(goals) if (m := metrics(goals[g]))]
 
     def doctor(self) -> list[Any]:
         """Every record of the workspace read with repairs, or that cannot be placed in its chain."""
         from ._report import doctor
 
+        from ._report import Finding
+
         mems = self.store.scan(self.identity.workspace)
         goals: dict[str, list[RecordView]] = defaultdict(list)
         for v in views_of(mems):
             goals[v.goal_id].append(v)
-        return doctor(goals, known_ids=(m.id for m in mems))
+        lost = [Finding(mid, gid, why, False) for mid, gid, why in unplaced(mems)]
+        return doctor(goals, known_ids=(m.id for m in mems)) + lost
 
     # -- charter -----------------------------------------------------------------------
 
@@ -471,12 +486,12 @@ def _kind_arg(kind: str) -> Kind:
         return Kind(kind)
     near = normalise_kind(kind)
     hint = f"; did you mean {near.value}?" if near else ""
-    raise ValidationError(f"{kind!r} is not a record kind{hint} (one of {', '.join(k.value for k in Kind)})", field="kind", rule="kind")
+    raise ValidationError(f"{shown(kind)} is not a record kind{hint} (one of {', '.join(k.value for k in Kind)})", field="kind", rule="kind")
 
 
 def _role_arg(role: str) -> str:
     if role not in Role.__members__.values():
-        raise ValidationError(f"{role!r} is not a role (one of {', '.join(r.value for r in Role)})", field="role", rule="role")
+        raise ValidationError(f"{shown(role)} is not a role (one of {', '.join(r.value for r in Role)})", field="role", rule="role")
     return role
 
 

@@ -54,6 +54,8 @@ class Record(BaseModel):
     mode: Mode | None = None
     org_id: str | None = None
     workspace_id: str | None = None
+    #: What would let the goal proceed; required when ``status`` is blocked.
+    unblock_condition: str | None = Field(default=None, max_length=2000)
     #: The fencing token of the writer's claim on the goal (``team claim``), if any.
     lease_token: int | None = Field(default=None, ge=1)
     #: Free-form data of the caller's own; stored, never interpreted.
@@ -75,6 +77,13 @@ class Record(BaseModel):
     @classmethod
     def _verdict_id(cls, v: str | None) -> str | None:
         return None if v is None else _uuid(v)
+
+    @model_validator(mode="after")
+    def _blocked_says_how_to_unblock(self) -> Record:
+        blocked = self.status == RecordStatus.BLOCKED or getattr(self, "status", None) == VerdictStatus.BLOCKED
+        if blocked and not self.unblock_condition:
+            raise ValueError("a blocked record needs unblock_condition (what would let the goal proceed)")
+        return self
 
     def headline(self) -> str:
         """The one-line readable summary that follows the identity line in ``content``."""
@@ -182,13 +191,6 @@ class Verdict(Record):
     scope_verified: Text
     scope_not_verified: str = Field(default="", max_length=8000)
     residual_risks: str = Field(default="", max_length=8000)
-    unblock_condition: str | None = Field(default=None, max_length=2000)
-
-    @model_validator(mode="after")
-    def _blocked_says_how_to_unblock(self) -> Verdict:
-        if self.status == VerdictStatus.BLOCKED and not self.unblock_condition:
-            raise ValueError("a blocked verdict needs unblock_condition (what would let the goal proceed)")
-        return self
 
     def headline(self) -> str:
         return f"verdict: {self.status} on {self.scope_verified}"
@@ -221,6 +223,11 @@ class CharterRatification(Record):
     warnings: TextList = Field(default_factory=list)
     deferrals: list[dict[str, str]] = Field(default_factory=list)
     previous_record_id: str | None = None
+
+    @field_validator("previous_record_id")
+    @classmethod
+    def _previous(cls, v: str | None) -> str | None:
+        return None if v is None else _uuid(v)
 
     @model_validator(mode="after")
     def _consistent(self) -> CharterRatification:
@@ -255,6 +262,10 @@ class HandOffRecord(_Terms):
 
     @model_validator(mode="after")
     def _next_role_is_to_role(self) -> HandOffRecord:
+        if self.to_role == Role.ROUTER:
+            raise ValueError("to_role: the router is not a worker (use `team continue` to route the goal)")
+        if not self.input_record_ids or not self.output_record_ids:
+            raise ValueError("a hand-off names its input and output records (input_record_ids, output_record_ids)")
         if self.next_role is None:
             object.__setattr__(self, "next_role", self.to_role)
         elif self.next_role != self.to_role:
@@ -271,6 +282,14 @@ class RunLog(Record):
     event: str | None = Field(default=None, max_length=200)
     next_stage: Stage | None = None
     next_role: Role | None = None
+
+    @field_validator("status")
+    @classmethod
+    def _never_stops(cls, v: str) -> str:
+        # The router skips run logs; a status that would stop the goal belongs on the stopping record.
+        if v in (RecordStatus.BLOCKED, RecordStatus.PENDING):
+            raise ValueError("a run log is in_progress or completed; write the blocked or pending record itself")
+        return v
 
     def headline(self) -> str:
         return f"run_log: {self.summary}"

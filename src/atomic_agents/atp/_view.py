@@ -28,30 +28,46 @@ _IDENTITY = re.compile(
 
 _KIND_VALUES = {k.value: k for k in Kind}
 _STAGES = frozenset(s.value for s in Stage)
+_STATUSES = frozenset({*(s.value for s in RecordStatus), *(v.value for v in VerdictStatus), "proceed", "no-proceed"})
 _ROLES = frozenset(r.value for r in Role)
 
 
 _fromiso = dt.datetime.fromisoformat
 
 
+#: Times outside 1970..2999 are not a record's time (a unit mix-up, a corrupt value).
+_MAX_TIME = 32503680000.0
+
+
 def parse_time(value: object) -> float | None:
-    """Unix seconds from an ISO 8601 string (``Z`` or an offset; naive means UTC), or ``None``."""
+    """Unix seconds from an ISO 8601 string (``Z`` or an offset; naive means UTC), or ``None``.
+
+    Numbers are unix seconds (or milliseconds, as JavaScript tools write them); a time
+    outside 1970..2999 is ``None``, never an error.
+    """
     if type(value) is str and len(value) == 27 and value[-1] == "Z":  # the ledger's own form: fast path
         try:
-            return _fromiso(value).timestamp()
+            return _in_range(_fromiso(value).timestamp())
         except ValueError:
             pass
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        v = float(value)
+        if _MAX_TIME < v < _MAX_TIME * 1000:
+            v /= 1000.0
+        return _in_range(v)
     if not isinstance(value, str) or not value.strip():
         return None
     try:
         t = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=dt.timezone.utc)
+        return _in_range(t.timestamp())
+    except (ValueError, OverflowError, OSError):
         return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
-    return t.timestamp()
+
+
+def _in_range(t: float) -> float | None:
+    return t if 0.0 <= t <= _MAX_TIME else None
 
 
 @dataclass(slots=True)
@@ -145,13 +161,27 @@ def view_of(
     kind = _kind(metadata, stage, repairs)
     if kind is None:
         return None
-    stored = parse_time(metadata.get("stored_at"))
+    raw_time = metadata.get("stored_at")
+    stored = parse_time(raw_time)
     if stored is None:
         stored = created_at
-        repairs.append("stored_at missing or not ISO 8601; the store's created_at used")
+        repairs.append("stored_at missing, not ISO 8601 or out of range; the store's created_at used")
+    elif not isinstance(raw_time, str):
+        repairs.append(f"stored_at {raw_time!r} read as unix time")
     status = metadata.get("status")
-    if kind == Kind.VERDICT and not isinstance(metadata.get("verdict_status"), str) and isinstance(status, str):
-        metadata = {**metadata, "verdict_status": status}
+    if isinstance(status, str) and status not in _STATUSES:
+        folded = _norm_word(status)
+        if folded != status:
+            repairs.append(f"status {status!r} read as {folded}")
+            status = folded
+    if kind == Kind.VERDICT:  # a verdict's colour: verdict_status, else (as the spec names it) status
+        verdict = metadata.get("verdict_status", status)
+        if isinstance(verdict, str):
+            folded = _norm_word(verdict)
+            if folded != verdict:
+                repairs.append(f"verdict {verdict!r} read as {folded}")
+            if metadata.get("verdict_status") != folded:
+                metadata = {**metadata, "verdict_status": folded}
     if not isinstance(status, str) or not status:
         status = RecordStatus.COMPLETED
     return RecordView(
@@ -189,15 +219,46 @@ def _kind(metadata: Mapping[str, Any], stage: str, repairs: list[str]) -> Kind |
     k = kind_of_stage(stage)
     if k is not None:
         repairs.append(f"record_type missing; inferred {k.value} from stage {stage}")
+        return k
+    k = _KIND_OF_OWNER.get(str(metadata.get("owner_role", "")).strip().lower())
+    if k is not None:
+        repairs.append(f"record_type missing and stage {stage!r} unknown; inferred {k.value} from the owner role")
     return k
 
 
+# The roles that write one kind only (notes, "Roles and who writes what"); the others write several.
+_KIND_OF_OWNER = {"researcher": Kind.CONTEXT, "verifier": Kind.VERDICT}
+
+
 def views_of(memories: Iterable[Any]) -> list[RecordView]:
-    """Views of every memory that holds a record (others are skipped), in chain order."""
+    """Views of every memory that holds a record, in chain order.
+
+    A record is placed in a chain by the ``goal_id`` in its metadata only: that is what
+    reading one goal can look up, and every reader must see the same chain. A memory
+    whose goal is named only by its content line is left out here and reported by
+    ``team doctor`` (see :func:`unplaced`).
+    """
     out = []
     for m in memories:
+        g = m.metadata.get("goal_id")
+        if not isinstance(g, str) or not g:
+            continue
         v = view_of(m.id, m.content, m.metadata, m.created_at, m.agent_id)
         if v is not None:
             out.append(v)
     out.sort(key=RecordView.sort_key)
+    return out
+
+
+def unplaced(memories: Iterable[Any]) -> list[tuple[str, str, str]]:
+    """(memory id, goal id, why) for memories that name a goal but cannot join its chain."""
+    out = []
+    for m in memories:
+        g = m.metadata.get("goal_id")
+        has_goal = isinstance(g, str) and bool(g)
+        v = view_of(m.id, m.content, m.metadata, m.created_at, m.agent_id)
+        if has_goal and v is None:
+            out.append((m.id, str(g), "names a goal but has no record kind (record_type, kind, stage and owner give none)"))
+        elif not has_goal and v is not None:
+            out.append((m.id, v.goal_id, "goal_id only in the content's identity line: not placed in its chain (put goal_id in the metadata)"))
     return out

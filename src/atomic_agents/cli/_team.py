@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..exceptions import ValidationError
+from ..exceptions import NotFoundError, ValidationError
 from ._common import agents_root, db_path, emit, group_options, option, shared, wants_json
 
 app = typer.Typer(help="The ATP ledger: goals, typed records, routing, claims and charter.", no_args_is_help=True,
@@ -36,15 +36,22 @@ def _project() -> Path:
 
 
 @contextmanager
-def _ledger() -> Iterator[Any]:
-    """The ledger as this command's identity, over the store it names; closed afterwards."""
+def _ledger(*, reading: bool = False) -> Iterator[Any]:
+    """The ledger as this command's identity, over the store it names; closed afterwards.
+
+    ``reading``: a command that only reads (status, show, replay, ...) never creates a store.
+    """
     from ..atp import Ledger, resolve_identity
-    from ..memory import default_embedder, open_store
+    from ..memory import default_db_path, default_embedder, open_store
 
     ident = resolve_identity(
         _project(), org_id=option("org_id"), workspace_id=option("workspace_id"),
         agent_id=option("agent_id"), user_id=option("user_id"),
     )  # fmt: skip
+    if reading:
+        where = db_path() or default_db_path(agents_root())
+        if "://" not in str(where) and not Path(where).exists():
+            raise NotFoundError(f"no memory store at {where}: nothing has been recorded there yet", path=where)
     # The model (ATOMIC_AGENTS_EMBEDDER picks another) loads only when a write or recall embeds.
     store = open_store(db_path(), agents_root=agents_root(), embedder=default_embedder())
     try:
@@ -88,7 +95,10 @@ def _ttl_ms(text: str) -> int:
     if not m:
         raise ValidationError("must be a duration like 90s, 30m, 2h or 1d", field="ttl", rule="duration")
     n, unit = int(m.group(1)), m.group(2) or "s"
-    return n * {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[unit]
+    ms = n * {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[unit]
+    if not 0 < ms <= 86_400_000:
+        raise ValidationError("must be more than 0 and at most 1d", field="ttl", rule="duration")
+    return ms
 
 
 def _as_of(value: str | None) -> float | None:
@@ -166,7 +176,7 @@ def status(
     as_of: Annotated[str | None, typer.Option("--as-of", help="Replay: the status as of this ISO 8601 time.")] = None,
 ) -> None:
     when = _as_of(as_of)
-    with _ledger() as ledger:
+    with _ledger(reading=True) as ledger:
         rows = ledger.status(goal, role=role, as_of=when)
     emit({"goals": [_status_json(d) for d in rows]}, wants_json(), lambda: _status_rows(rows))
 
@@ -178,7 +188,7 @@ def show(
     as_of: Annotated[str | None, typer.Option("--as-of", help="Replay: the chain as of this ISO 8601 time.")] = None,
 ) -> None:
     when = _as_of(as_of)
-    with _ledger() as ledger:
+    with _ledger(reading=True) as ledger:
         if graph:
             text = ledger.graph(goal, as_of=when)
             emit({"goal_id": goal, "mermaid": text}, wants_json(), lambda: _print(text))
@@ -301,7 +311,7 @@ def charter(
 
 @_command("metrics", "Per-goal and per-role metrics: rework, reopenings, human interventions, durations.")
 def metrics(goal: Annotated[str | None, typer.Argument(help="One goal (default: all).")] = None) -> None:
-    with _ledger() as ledger:
+    with _ledger(reading=True) as ledger:
         rows = ledger.metrics(goal)
 
     def human() -> None:
@@ -316,7 +326,7 @@ def metrics(goal: Annotated[str | None, typer.Argument(help="One goal (default: 
 
 @_command("doctor", "Report records read with repairs or that cannot be placed (by record id).")
 def doctor() -> None:
-    with _ledger() as ledger:
+    with _ledger(reading=True) as ledger:
         found = ledger.doctor()
     lines = [f"{f.record_id}  {f.goal_id}  {'repaired' if f.repaired else 'PROBLEM'}: {f.problem}" for f in found]
     emit({"findings": [f.to_dict() for f in found], "count": len(found)}, wants_json(), lambda: _print("\n".join(lines) or "no findings"))
@@ -345,7 +355,7 @@ def release(
 
 @_command("ready", "Goals a role may pick up: continueable, next role is ROLE, unclaimed.")
 def ready(role: Annotated[str | None, typer.Option("--role", help=f"Only this next role ({_ROLES}).")] = None) -> None:
-    with _ledger() as ledger:
+    with _ledger(reading=True) as ledger:
         rows = ledger.ready(role)
     emit({"goals": [_status_json(d) for d in rows]}, wants_json(), lambda: _status_rows(rows))
 

@@ -56,7 +56,11 @@ class Lease:
 
 @dataclass(frozen=True)
 class Fence:
-    """"Write only if ``token`` is still the live lease on ``key``" (checked in the write's transaction)."""
+    """"Write only if ``token`` is still the live lease on ``key``" (checked in the write's transaction).
+
+    ``token=0`` means "only if no live lease holds ``key``": a writer without a claim
+    is refused atomically if someone claimed the key after it last looked.
+    """
 
     key: str
     token: int
@@ -91,7 +95,12 @@ def check_lease_args(key: object, holder: object, ttl_ms: object) -> tuple[str, 
 
 
 def check_fence(fence: Fence, current: Lease | None, now: float) -> None:
-    """Raise :class:`StaleFenceError` unless ``fence`` names the live lease ``current``."""
+    """Raise :class:`StaleFenceError` unless ``fence`` names the live lease ``current``
+    (for ``token=0``: :class:`LeaseHeldError` if any lease on the key is live)."""
+    if fence.token == 0:
+        if current is not None and current.live(now):
+            raise held_error(current, now)
+        return
     if current is None or current.token != fence.token or not current.live(now):
         state = "no lease" if current is None else f"token {current.token} ({'live' if current.live(now) else 'ended'})"
         raise StaleFenceError(
