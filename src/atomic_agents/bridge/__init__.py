@@ -26,12 +26,13 @@ from ._context import Context, ContextPart, DroppedPart, context
 from ._tokens import TOKENIZER_NAME, count_tokens
 
 if TYPE_CHECKING:
-    from ._mirror import MIRROR_USER, MirrorHook, NoteHit, SyncReport, attach, mirror_scope, search, sync
+    from ._mirror import MIRROR_USER, LazyMirrorHook, MirrorHook, NoteHit, SyncReport, attach, mirror_scope, search, sync
 
 __all__ = [
     "Context",
     "ContextPart",
     "DroppedPart",
+    "LazyMirrorHook",
     "MIRROR_USER",
     "MirrorHook",
     "NoteHit",
@@ -45,7 +46,7 @@ __all__ = [
     "sync",
 ]
 
-_LAZY = {"MIRROR_USER", "MirrorHook", "NoteHit", "SyncReport", "attach", "mirror_scope", "search", "sync"}
+_LAZY = {"LazyMirrorHook", "MIRROR_USER", "MirrorHook", "NoteHit", "SyncReport", "attach", "mirror_scope", "search", "sync"}
 
 
 def __getattr__(name: str) -> Any:

@@ -220,8 +220,7 @@ def _goal_parts(store: MemoryStore, identity: Identity, goal: str, query: str | 
                 limit: int) -> list[ContextPart]:
     from ..atp import Ledger
 
-    ledger = Ledger(store, identity)
-    chain = ledger.records(goal)
+    chain = Ledger(store, identity).records(goal)
     if not chain:
         raise NotFoundError(f"no records of goal {goal!r} in {identity.org_id}/{identity.workspace_id}", record=goal)
     latest = chain[-records:]
@@ -231,17 +230,16 @@ def _goal_parts(store: MemoryStore, identity: Identity, goal: str, query: str | 
         for i, r in enumerate(latest)
     ]
     ids = {r.id for r in chain}
-    q = query or chain[0].content.strip()[:2000]
-    found = ledger.recall(q, limit=limit + len(ids)) if q else None
+    q = (query or chain[0].content).strip()[:2000]
+    # hybrid recall in the ledger's own scope, at the same floor as the notes (ATP: relevant at >= 0.45)
+    hits = store.search_hybrid(q, identity.scope, None, min(limit + len(ids), 1000)) if q else []
     n = 0
-    for item in (found.memories if found else []):
-        md = item.get("metadata") or {}
-        if item["id"] in ids or md.get("source") == "vault" or n >= limit:
+    for h in hits:
+        if h.id in ids or h.memory.metadata.get("source") == "vault" or h.score < RELEVANCE_FLOOR or n >= limit:
             continue  # the goal's own records are in already; vault notes come as recalled notes
-        score = float(item["score"])
-        parts.append(_part("goal_memory", f"memory:{item['id']}", f"## Recalled for goal {goal} ({score:.2f})\n\n"
-                           f"{str(item['content']).strip()}", f"recalled for goal {goal} ({found.method}), score {score:.4f}",
-                           score=score, order=n))
+        parts.append(_part("goal_memory", f"memory:{h.id}", f"## Recalled for goal {goal} ({h.score:.2f})\n\n"
+                           f"{h.memory.content.strip()}", f"recalled for goal {goal}, score {h.score:.4f} >= {RELEVANCE_FLOOR}",
+                           score=h.score, order=n))
         n += 1
     return parts
 

@@ -34,7 +34,7 @@ from ..vault import Agent, Note
 from ..vault._agent import MIRROR_STALE
 from ..vault._frontmatter import parse
 
-__all__ = ["MIRROR_USER", "MirrorHook", "NoteHit", "SyncReport", "mirror_scope", "search", "sync", "unit_memory"]
+__all__ = ["MIRROR_USER", "LazyMirrorHook", "MirrorHook", "NoteHit", "SyncReport", "mirror_scope", "search", "sync", "unit_memory"]
 
 #: ``user_id`` of mirrored notes: the vault agent is the ``agent_id``; "vault" tells them from other memories.
 MIRROR_USER = "vault"
@@ -374,3 +374,22 @@ def attach(agents: Iterable[Agent], store: MemoryStore) -> MirrorHook:
     for a in agents:
         a.write_hooks.append(hook)
     return hook
+
+
+class LazyMirrorHook:
+    """A :class:`MirrorHook` that opens its store only when a write lands, and closes it after.
+
+    For one-shot callers (the CLI): a refused write never opens the store, and
+    a store that cannot be opened fails the hook (so the vault marks the mirror
+    stale), never the write.
+    """
+
+    def __init__(self, open_store: Callable[[], MemoryStore]) -> None:
+        self._open = open_store
+
+    def __call__(self, agent: Agent, unit_type: str, paths: list[Path]) -> None:
+        store = self._open()
+        try:
+            MirrorHook(store)(agent, unit_type, paths)
+        finally:
+            store.close()
