@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,17 +50,21 @@ _SEP = "\n\n"
 _PRI = {"persona": 0, "tools": 0, "pinned": 0, "goal_record": 1, "index": 2, "sub_index": 3, "goal_memory": 4, "recalled": 5}
 
 
-@dataclass(frozen=True)
+@dataclass
 class ContextPart:
     """One part of the context: what kind, from where, how big, and why it is in."""
 
     kind: str  # persona | tools | pinned | index | sub_index | recalled | goal_record | goal_memory
     source: str  # a path relative to the agent folder, or ``atp:<record id>`` / ``memory:<id>``
     text: str
-    tokens: int
     reason: str
     score: float | None = None
     order: int = 0  # position among parts of its kind (drop order within a kind)
+
+    @cached_property
+    def tokens(self) -> int:
+        """Counted on first use: a part never weighed against the budget is never tokenized."""
+        return count_tokens(self.text)
 
     @property
     def required(self) -> bool:
@@ -76,9 +81,11 @@ class ContextPart:
 
 @dataclass(frozen=True)
 class DroppedPart:
+    """A part left out, and why. ``tokens`` is ``None`` for one never weighed (a higher-priority part did not fit)."""
+
     kind: str
     source: str
-    tokens: int
+    tokens: int | None
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -118,7 +125,8 @@ class Context:
         """What went in and what was dropped, one line each (the CLI prints it on stderr)."""
         lines = [f"context for {self.agent}: {self.tokens}/{self.budget} tokens (budget from {self.budget_source}; "
                  f"{len(self.parts)} parts; tokenizer: {self.tokenizer})"]
-        lines += [f"dropped {d.kind} {d.source} ({d.tokens} tokens): {d.reason}" for d in self.dropped]
+        lines += [f"dropped {d.kind} {d.source}" + (f" ({d.tokens} tokens)" if d.tokens is not None else "")
+                  + f": {d.reason}" for d in self.dropped]
         return lines
 
 
@@ -131,7 +139,7 @@ def _read(agent: Agent, path: Path) -> str | None:
 
 
 def _part(kind: str, source: str, text: str, reason: str, *, score: float | None = None, order: int = 0) -> ContextPart:
-    return ContextPart(kind, source, text, count_tokens(text), reason, score, order)
+    return ContextPart(kind, source, text, reason, score, order)
 
 
 def _note_text(note: Note, heading: str) -> str:
@@ -178,7 +186,7 @@ def _always(agent: Agent) -> list[ContextPart]:
                 lines += ["", "Write paths (own folder only):", *(f"- {x}" for x in cfg.write_paths)]
             parts.append(_part("tools", "tools.md", "\n".join(lines), "tools.md hard NOs and write paths: always loaded"))
     for unit_type in ("memory", "wiki"):
-        for i, note in enumerate(agent.list_notes(pinned=True, unit_type=unit_type)):  # type: ignore[arg-type]
+        for i, note in enumerate(agent.list_notes(pinned=True, unit_type=unit_type)):
             rel = _rel(agent, note)
             parts.append(_part("pinned", rel, _note_text(note, f"## Pinned: {note.name} ({rel})"), "pinned: always loaded", order=i))
     return parts
@@ -292,14 +300,21 @@ def context(
         optional += _recalled(agent, store, query, limit, {p.source for p in required if p.kind == "pinned"}, today)
     if goal and store is not None and identity is not None:
         optional += _goal_parts(store, identity, goal, query, goal_records, limit)
-    total = need + sum(p.tokens for p in optional)
-    dropped: list[DroppedPart] = []
-    for p in sorted(optional, key=_drop_key):
-        if total <= cap:
+    # Dropping the lowest-priority part until the rest fits keeps the longest highest-priority
+    # run that fits; so walk from the top and count only up to the first part that does not fit.
+    ranked = sorted(optional, key=_drop_key, reverse=True)
+    total, kept = need, 0
+    for p in ranked:
+        if total + p.tokens > cap:
             break
-        dropped.append(DroppedPart(p.kind, p.source, p.tokens, f"over budget: {total} tokens > {cap}; "
-                                   f"{p.kind} parts go before higher-priority ones"))
-        total -= p.tokens
+        total += p.tokens
+        kept += 1
+    dropped: list[DroppedPart] = []
+    for i in range(len(ranked) - 1, kept - 1, -1):  # reported lowest first, the order they go in
+        p = ranked[i]
+        why = (f"over budget: {total} + {p.tokens} tokens > {cap}" if i == kept else
+               f"lower priority than {ranked[kept].kind} {ranked[kept].source}, which does not fit")
+        dropped.append(DroppedPart(p.kind, p.source, p.tokens if i == kept else None, f"{why}; {p.kind} parts go before higher-priority ones"))
     gone = {(d.kind, d.source) for d in dropped}
     parts = required + [p for p in optional if (p.kind, p.source) not in gone]
     return Context(agent.name, cap, source, parts, dropped)

@@ -130,7 +130,7 @@ def _files(agent: Agent) -> list[tuple[str, Path]]:
     """(unit_type, path) of every note and wiki page the vault itself would read (nothing outside the root)."""
     out: list[tuple[str, Path]] = []
     for unit_type in ("memory", "wiki"):
-        out.extend((unit_type, p) for p in agent.unit_files(unit_type))  # type: ignore[arg-type]
+        out.extend((unit_type, p) for p in agent.unit_files(unit_type))
     return out
 
 
@@ -205,12 +205,12 @@ def sync(
                 report.skipped.append({"path": rel, "rule": "outside-root"})
                 continue
             digest = _digest(data)
-            mem = by_path.get(rel)
-            if mem is not None and mem.metadata.get("content_hash") == digest:
+            found = by_path.get(rel)
+            if found is not None and found.metadata.get("content_hash") == digest:
                 del by_path[rel]
-                status = status_of(mem.metadata, today)
-                if status != mem.metadata.get("status"):
-                    store.edit(mem.id, metadata={**mem.metadata, "status": status})
+                status = status_of(found.metadata, today)
+                if status != found.metadata.get("status"):
+                    store.edit(found.id, metadata={**found.metadata, "status": status})
                     report.marked.append(rel)
                 else:
                     report.unchanged += 1
@@ -220,15 +220,15 @@ def sync(
             except FrontmatterParseError as exc:
                 report.skipped.append({"path": rel, "rule": exc.rule or "unparseable"})
                 continue  # an existing memory of it stays out: removed below as if the note were gone
-            if mem is not None:
+            if found is not None:
                 del by_path[rel]
                 try:
-                    if mem.content != item[0]:
+                    if found.content != item[0]:
                         report.embedded += 1
-                    store.edit(mem.id, content=item[0], metadata=item[1])
+                    store.edit(found.id, content=item[0], metadata=item[1])
                     report.updated.append(rel)
                 except ValidationError as exc:
-                    store.forget(mem.id)  # the old text must not stand in for a note the store now refuses
+                    store.forget(found.id)  # the old text must not stand in for a note the store now refuses
                     report.skipped.append({"path": rel, "rule": exc.rule or "refused"})
                 continue
             new.append((rel, item))
