@@ -60,7 +60,7 @@ echo "made by atomic-agents' make demo; the demo may delete this folder" > "$roo
 
 export ATOMIC_AGENTS_ROOT="$root"
 echo "Demo vault: $root"
-for part in vault memory migrate team; do
+for part in vault memory migrate team context; do
     if [ -f "$here/$part.sh" ]; then
         bash "$here/$part.sh" "$root"
     fi

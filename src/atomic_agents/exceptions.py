@@ -17,6 +17,7 @@ a one-line ``str()`` fit for a CLI. Never match on the message text.
     ├── ConflictError              already exists / inconsistent state
     │   └── LockBusyError          another writer holds the lock
     ├── SchemaVersionError         a file newer than this package understands
+    ├── ContextBudgetError         the always-loaded context parts exceed the token budget: .budget .parts
     ├── EmbedderMismatchError      store built with another embedding model
     ├── StoreError                 the memory store failed (backend errors mapped here)
     │   └── ModelIntegrityError    the embedding model file is not the pinned one (sha256)
@@ -33,6 +34,7 @@ from pathlib import Path
 __all__ = [
     "AtomicAgentsError",
     "ConflictError",
+    "ContextBudgetError",
     "EmbedderMismatchError",
     "EncodingError",
     "FrontmatterParseError",
@@ -197,6 +199,22 @@ class SchemaVersionError(AtomicAgentsError):
         self.path = str(path) if path is not None else None
         self.version = version
         super().__init__(message)
+
+
+class ContextBudgetError(AtomicAgentsError):
+    """Persona, tools.md's rules and the pinned notes alone exceed the token budget (never dropped silently).
+
+    ``parts`` maps each always-loaded part's source path to its size in tokens.
+    """
+
+    def __init__(self, message: str, *, budget: int, parts: dict[str, int]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.budget = budget
+        self.parts = parts
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class EmbedderMismatchError(AtomicAgentsError):

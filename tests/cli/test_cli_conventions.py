@@ -151,7 +151,10 @@ def test_location_options_are_declared_once_and_offered_everywhere() -> None:
 def test_embedder_only_on_commands_that_embed() -> None:
     with_embedder = {p[1] for p, c in LEAVES if p[0] == "memory" and "--embedder" in _opts(c)}
     assert with_embedder == {"remember", "recall", "search-semantic", "search-hybrid", "edit", "import", "reindex", "health"}
-    assert not any("--embedder" in _opts(c) for p, c in LEAVES if p[0] not in ("memory", "serve"))  # serve embeds (remember, recall)
+    # serve's tools embed (remember, recall); the bridge's commands embed too: mirroring notes,
+    # searching them, recalling for a context
+    others = {p for p, c in LEAVES if p[0] != "memory" and "--embedder" in _opts(c)}
+    assert others == {("serve",), ("vault", "sync"), ("vault", "search"), ("context",)}
 
 
 def test_one_spelling_of_filter() -> None:

@@ -16,6 +16,7 @@ import typer
 
 from .. import __version__
 from ._common import RootOption, remember_group_options, run
+from ._context import register as register_context
 from ._memory import app as memory_app
 from ._migrate import register as register_migrate
 from ._serve import register as register_serve
@@ -54,6 +55,7 @@ app.add_typer(memory_app, name="memory")
 app.add_typer(team_app, name="team")
 register_migrate(app)
 register_serve(app)
+register_context(app)
 
 
 def main(argv: list[str] | None = None) -> None:

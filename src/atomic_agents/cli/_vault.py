@@ -22,6 +22,8 @@ from ._common import (
     RunStatus,
     RunTrigger,
     agents_root,
+    db_path,
+    embedder_name,
     emit,
     group_options,
     shared,
@@ -51,6 +53,8 @@ ConfidenceOpt = Annotated[Confidence, typer.Option("--confidence", help="How sur
 PeriodOpt = Annotated[Optional[str], typer.Option(metavar="PERIOD", help="YYYY or YYYY-qN for time-bounded notes.", show_default=False)]
 
 _VAULT = ("agents_root", "json")
+_WRITE = ("agents_root", "db", "json")  # a write keeps the memory mirror current when a store is configured
+_STORE = ("agents_root", "db", "json", "embedder")
 
 
 def _date(raw: str | None, field: str) -> dt.date | None:
@@ -67,12 +71,30 @@ def _bad_date(raw: str, field: str) -> dt.date:
     raise ValidationError(f"{shown!r} is not a date in YYYY-MM-DD form", field=field, rule="date") from None
 
 
-def _agent(name: str) -> Agent:
+def _agent(name: str, *, mirror: bool = False) -> Agent:
     from ..vault import Vault
 
     agent = Vault(agents_root()).agent(name)
     agent.require()
+    if mirror and _store_configured():
+        from ..bridge import LazyMirrorHook
+
+        agent.write_hooks.append(LazyMirrorHook(_open_store))
     return agent
+
+
+def _store_configured() -> bool:
+    """A store is configured: --db or $ATOMIC_AGENTS_DB names one, or the vault's default store exists."""
+    import os
+
+    return db_path() is not None or bool(os.environ.get("ATOMIC_AGENTS_DB")) or (
+        agents_root() / "_memory" / "memory.db").is_file()
+
+
+def _open_store() -> Any:
+    from ..memory import embedder_from_name, open_store
+
+    return open_store(db_path(), agents_root=agents_root(), embedder=embedder_from_name(embedder_name()))
 
 
 def _out(text: str) -> None:
@@ -103,7 +125,7 @@ def init(agent: AgentArg, title: Annotated[Optional[str], typer.Option(metavar="
 
 
 @app.command()
-@shared(*_VAULT)
+@shared(*_WRITE)
 def new(
     agent: AgentArg,
     kind: Annotated[NoteKind, typer.Option("--type", help="Note type, or wiki for a wiki page.", show_default=False)],
@@ -132,7 +154,7 @@ def new(
     """Create a note (or a wiki page with --type wiki), validated, with its INDEX entry."""
     from ..vault import NoteDraft, WikiDraft
 
-    ag = _agent(agent)
+    ag = _agent(agent, mirror=True)
     text = _body(body, body_file)
     if kind in (NoteKind.wiki, NoteKind.wiki_page):
         note = ag.new_wiki_page(WikiDraft(topic=topic, name=name, description=description, sources=source,
@@ -165,7 +187,7 @@ def _parse_set(pairs: list[str]) -> dict[str, Any]:
 
 
 @app.command()
-@shared(*_VAULT)
+@shared(*_WRITE)
 def update(
     agent: AgentArg,
     file: FileArg,
@@ -178,7 +200,7 @@ def update(
     wiki: WikiFlag = False,
 ) -> None:
     """Change frontmatter keys and/or the body; untouched lines stay byte-for-byte."""
-    ag = _agent(agent)
+    ag = _agent(agent, mirror=True)
     changes = _parse_set(set_ or [])
     if touch:
         changes["last_seen"] = dt.date.today()
@@ -267,16 +289,78 @@ def lint(
 
 
 @app.command()
-@shared(*_VAULT)
+@shared(*_WRITE)
 def supersede(
     agent: AgentArg,
     old: Annotated[str, typer.Argument(metavar="OLD", help="Filename of the outdated note.", show_default=False)],
     new: Annotated[str, typer.Argument(metavar="NEW", help="Filename of the note that replaces it.", show_default=False)],
 ) -> None:
     """Link NEW as the replacement of OLD (both kept; OLD moves to the INDEX archive)."""
-    o, n = _agent(agent).supersede(old, new)
+    o, n = _agent(agent, mirror=True).supersede(old, new)
     emit({"old": o.to_dict(), "new": n.to_dict()}, wants_json(),
          lambda: write_lines([f"{o.filename} is superseded by {n.filename}"]))
+
+
+@app.command()
+@shared(*_STORE)
+def sync(
+    agent: OptAgentArg = None,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Drop the agent's mirror and build it again from the files.")] = False,
+) -> None:
+    """Mirror every note and wiki page into the memory store (only changed files are parsed and embedded)."""
+    from ..bridge import sync as sync_agent
+    from ..vault import Vault
+
+    vault = Vault(agents_root())
+    names = [agent] if agent is not None else vault.agents()
+    agents = [_agent(n) for n in names]
+    store = _open_store()
+    try:
+        reports = [sync_agent(a, store, rebuild=rebuild) for a in agents]
+    finally:
+        store.close()
+
+    def human() -> None:
+        lines = []
+        for r in reports:
+            lines.append(f"{r.agent}: {len(r.added)} added, {len(r.updated)} updated, {len(r.marked)} marked, "
+                         f"{len(r.removed)} removed, {r.unchanged} unchanged, {len(r.skipped)} skipped")
+            lines += [f"  skipped {s['path']}: {s['rule']}" for s in r.skipped]
+        write_lines(lines or ["(no agents)"])
+
+    emit({"reports": [r.to_dict() for r in reports]}, wants_json(), human)
+
+
+@app.command()
+@shared(*_STORE)
+def search(
+    agent: AgentArg,
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="What to look for.", show_default=False)],
+    type_: Annotated[Optional[str], typer.Option("--type", metavar="TYPE", help="Only this type (a note type, or wiki_page).",
+                                                 show_default=False)] = None,
+    include_superseded: Annotated[bool, typer.Option("--include-superseded", help="Include superseded and expired notes.")] = False,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", help="How many results (1-1000).")] = 10,
+    sync_first: Annotated[bool, typer.Option("--sync", help="Sync the mirror first (after hand edits).")] = False,
+) -> None:
+    """Hybrid search over the agent's notes in the memory store: path, name, hook and score."""
+    from ..bridge import search as search_notes
+    from ..bridge import sync as sync_agent
+
+    if not 1 <= limit <= 1000:
+        raise ValidationError("must be between 1 and 1000", field="--limit", rule="range")
+    if type_ is not None and type_ not in {t.value for t in NoteType} | {"wiki_page"}:
+        raise ValidationError(f"{type_!r} is not a note type or wiki_page", field="--type", rule="taxonomy")
+    ag = _agent(agent)
+    store = _open_store()
+    try:
+        if sync_first:
+            sync_agent(ag, store)
+        hits = search_notes(ag, store, query, type=type_, include_superseded=include_superseded, limit=limit)
+    finally:
+        store.close()
+    emit({"agent": agent, "query": query, "hits": [h.to_dict() for h in hits]}, wants_json(),
+         lambda: write_lines([f"{h.score:.3f}  {h.path:<48} {h.name} — {h.hook}"
+                              + ("" if h.status == "live" else f"  ({h.status})") for h in hits] or ["(no matching notes)"]))
 
 
 @index_app.command("show")
@@ -349,7 +433,7 @@ def journal_show(agent: AgentArg, date: DateOpt = None) -> None:
 
 
 @journal_app.command("promote")
-@shared(*_VAULT)
+@shared(*_WRITE)
 def journal_promote(
     agent: AgentArg,
     item: Annotated[str, typer.Option(metavar="ITEM", help="Item number (see journal show) or a unique piece of its text.",
@@ -367,7 +451,7 @@ def journal_promote(
     from ..vault import promote_journal_item
 
     day = _date(date, "--date") or dt.date.today()
-    note = promote_journal_item(_agent(agent), day, item, type=type_.value, topic=topic, name=name,
+    note = promote_journal_item(_agent(agent, mirror=True), day, item, type=type_.value, topic=topic, name=name,
                                 description=description, confidence=confidence.value, period=period)
     emit(note.to_dict(), wants_json(), lambda: write_lines([f"Promoted to {note.path}"]))
 

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from ._agent import Agent
+from ._agent import Agent, WriteHook
 from ._frontmatter import Document, parse, read, render
 from ._index import Entry, Index, parse_entry
 from ._journal import JournalItem, append_journal, journal_items, journal_path
@@ -42,6 +42,7 @@ __all__ = [
     "Vault",
     "WikiDraft",
     "WikiMeta",
+    "WriteHook",
     "append_journal",
     "append_log",
     "journal_items",

@@ -15,7 +15,7 @@ import datetime as dt
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,9 +32,15 @@ from ._units import Note, NoteDraft, UnitType, WikiDraft, order_meta
 from ._upgrade import upgrade_for_write
 from ._validate import Issue, raise_first_error, validate_note_meta, validate_wiki_meta
 
-__all__ = ["Agent"]
+__all__ = ["MIRROR_STALE", "Agent", "WriteHook"]
 
 _MARKER = ".index-pending.json"
+#: ``<agent>/.mirror-stale``: a write hook failed, so a mirror of this agent lags its files (lint warns).
+MIRROR_STALE = ".mirror-stale"
+#: ``hook(agent, unit_type, paths)``: called after every committed write of notes or wiki pages,
+#: still under the agent's lock. The vault knows nothing of what a hook does (the memory bridge
+#: keeps its mirror current with one); a hook that raises never undoes or blocks the write.
+WriteHook = Callable[["Agent", str, "list[Path]"], None]
 WIKI_SECTIONS = ["Pages", ARCHIVE]
 
 
@@ -57,8 +63,10 @@ class Agent:
     >>> agent.new_note(NoteDraft(type="feedback", topic="debt_order", ...))  # doctest: +SKIP
     """
 
-    def __init__(self, agents_root: str | os.PathLike[str], name: str, *, index_limit: int = 150) -> None:
+    def __init__(self, agents_root: str | os.PathLike[str], name: str, *, index_limit: int = 150,
+                 write_hooks: Iterable[WriteHook] = ()) -> None:
         self.agents_root = Path(agents_root)
+        self.write_hooks: list[WriteHook] = list(write_hooks)
         self.name = check_agent_name(name)
         self.path = self.agents_root / self.name
         self.memory_dir = self.path / "memory"
@@ -410,6 +418,33 @@ class Agent:
         else:
             stamps.update((n, _file_stamp(folder / n)) for n in index_files)
         self._index_cache[unit_type] = (idx, _key_stamp(folder), stamps)
+        self._notify(unit_type, [w.path for w in writes])
+
+    def _notify(self, unit_type: UnitType, paths: list[Path]) -> None:
+        """Run the write hooks; a failing hook leaves the write done and marks the mirror stale."""
+        for hook in self.write_hooks:
+            try:
+                hook(self, unit_type, paths)
+            except Exception as exc:  # noqa: BLE001 - any failure of a hook must not lose the vault write
+                record = {"hook": getattr(hook, "__qualname__", type(hook).__name__), "error": type(exc).__name__,
+                          "files": [f"{unit_type}/{p.name}" for p in paths]}
+                # Only the error's class is kept: its text might quote note content (a refused secret).
+                with contextlib.suppress(OSError):
+                    atomic_write(self.path / MIRROR_STALE, json.dumps(record) + "\n", root=self.agents_root)
+
+    # ------------------------------------------------------------------ context
+    def context(self, *args: Any, **kwargs: Any) -> Any:
+        """The system prompt this agent runs with: :func:`atomic_agents.bridge.context` for this agent.
+
+        The vault never imports the memory store: the bridge (above both) is
+        imported here, on first call, so ``import atomic_agents.vault`` stays light.
+
+        >>> ctx = agent.context(query="debt order", budget=2000)  # doctest: +SKIP
+        >>> print(ctx.text)                                        # doctest: +SKIP
+        """
+        from ..bridge import context  # noqa: PLC0415 - the bridge sits above the vault
+
+        return context(self, *args, **kwargs)
 
     def _apply(self, idx: Index, unit_type: UnitType, writes: list[_Write], today: dt.date) -> dict[str, str]:
         for w in writes:

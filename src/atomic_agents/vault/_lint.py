@@ -6,7 +6,8 @@ notes with no INDEX entry, an interrupted write not yet rolled forward, bad
 ``tools.md`` / ``model.md``.
 Warnings: stale (``last_seen`` older than ``stale_days``), expired
 (``expires_at`` passed: an archive candidate), one-sided supersede links,
-over-long name/description, a large pinned set. Hints: time-bounded types with
+over-long name/description, a large pinned set, a stale memory mirror (a write
+whose mirror update failed; ``vault sync`` repairs it). Hints: time-bounded types with
 undated filenames, notes promoted to a persona file.
 """
 
@@ -262,6 +263,13 @@ def lint_agent(
             )
         if u.unit_type == "memory":
             report.issues.extend(_date_hints(u, rel))
+    stale = agent.path / ".mirror-stale"  # _agent.MIRROR_STALE: a write hook (the memory mirror) failed
+    if os.path.lexists(stale):
+        report.issues.append(
+            Issue(f"{agent.name}/.mirror-stale", None, "mirror-stale",
+                  "the memory mirror lags the notes (a store write failed); run: atomic-agents vault sync "
+                  f"{agent.name}", "warning")
+        )
     if len(report.pinned) > pinned_budget:
         report.issues.append(
             Issue(str(agent.memory_dir.relative_to(agent.agents_root)), "pinned", "pinned-budget",

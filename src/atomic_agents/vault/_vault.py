@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..exceptions import NotFoundError, UnsafePathError
-from ._agent import Agent
+from ._agent import Agent, WriteHook
 from ._journal import journal_path, link_capture, pick_item
 from ._lint import LintReport, lint_agent
 from ._names import SNAKE
@@ -27,11 +28,13 @@ class Vault:
     >>> agent, created = vault.init_agent("finance", title="Finance Coach")  # doctest: +SKIP
     """
 
-    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, root: str | os.PathLike[str] | None = None, *, write_hooks: Iterable[WriteHook] = ()) -> None:
         self.root = Path(root if root is not None else os.environ.get(ENV_ROOT, "agents"))
+        #: Given to every agent this vault hands out (e.g. the memory bridge's mirror).
+        self.write_hooks: list[WriteHook] = list(write_hooks)
 
     def agent(self, name: str) -> Agent:
-        return Agent(self.root, name)
+        return Agent(self.root, name, write_hooks=self.write_hooks)
 
     def agents(self) -> list[str]:
         """Agent folders: lowercase snake_case directories not starting with ``_`` or ``.``.
@@ -45,7 +48,7 @@ class Vault:
 
     def init_agent(self, name: str, *, title: str | None = None) -> tuple[Agent, list[str]]:
         """Scaffold an agent (idempotent: existing files are kept)."""
-        agent = Agent(self.root, name)
+        agent = self.agent(name)
         self.root.mkdir(parents=True, exist_ok=True)
         return agent, scaffold(agent, title=title)
 

@@ -1,0 +1,121 @@
+"""Benchmark the vault -> memory mirror and context assembly, against raw baselines in the same run.
+
+    .venv/bin/python bench/bench_context.py                       # 10,000 notes, the real model (first sync ~1 min)
+    .venv/bin/python bench/bench_context.py --embedder hashing    # quick run with the fake embedder
+
+Rows: raw embedder throughput on the notes' texts (the baseline for the first
+sync); first ``vault sync`` of N notes (notes/s); incremental sync of the same N
+unchanged notes (target <= 1 s); ``vault search`` p50/p95 (hybrid, one query
+embedding each) vs one raw query embedding; ``context`` p50 without a query and
+with one (target: <= 50 ms plus one query embedding).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from atomic_agents.bridge import context, search, sync
+from atomic_agents.memory import SQLiteMemoryStore, embedder_from_name
+from atomic_agents.vault import Vault
+
+WORDS = ("debt budget rent invoice savings tax pension loan card mortgage fund broker index bond rate fee cash "
+         "salary bonus insurance claim receipt refund audit filing deadline quarter year plan goal risk").split()
+
+
+def write_notes(folder: Path, n: int, rng: random.Random) -> list[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    texts = []
+    for i in range(n):
+        words = " ".join(rng.choice(WORDS) for _ in range(12))
+        body = f"{words}. Topic {i} is tracked in system {i % 97}."
+        texts.append(body)
+        (folder / f"reference_topic_{i:05d}.md").write_text(
+            f"---\nschema_version: 1\nname: Topic {i}\ndescription: When {words[:60]} matters\ntype: reference\n"
+            "captured: 2026-05-06\nlast_seen: 2026-05-06\nsources: [observation]\nconfidence: low\n"
+            f"pinned: {'true' if i < 3 else 'false'}\n---\n{body}\n",
+            encoding="utf-8",
+        )
+    return texts
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--notes", type=int, default=10_000)
+    ap.add_argument("--embedder", default="minilm")
+    ap.add_argument("--queries", type=int, default=50)
+    args = ap.parse_args()
+    rng = random.Random(12)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "agents"
+        agent, _ = Vault(root).init_agent("bench")
+        (agent.path / "model.md").write_text("# MODEL\n\n## Token budget\n- Max system prompt: 4000 tokens\n")
+        texts = write_notes(agent.memory_dir, args.notes, rng)
+        agent.rebuild_index()
+        raw = embedder_from_name(args.embedder)
+        sample = texts[: min(len(texts), 2000)]
+        t = time.perf_counter()
+        raw.embed_many(sample)
+        raw_rate = len(sample) / (time.perf_counter() - t)
+        store = SQLiteMemoryStore(Path(tmp) / "memory.db", embedder=embedder_from_name(args.embedder))
+        t = time.perf_counter()
+        first = sync(agent, store)
+        first_s = time.perf_counter() - t
+        assert len(first.added) == args.notes, first.to_dict()
+        incr = []
+        for _ in range(3):
+            t = time.perf_counter()
+            again = sync(agent, store)
+            incr.append(time.perf_counter() - t)
+            assert again.unchanged == args.notes and again.embedded == 0
+        queries = [" ".join(rng.choice(WORDS) for _ in range(3)) for _ in range(args.queries)]
+        search(agent, store, queries[0])  # warm: the vector matrix loads once per process
+        s_times, q_times = [], []
+        for q in queries:
+            t = time.perf_counter()
+            raw.embed_batch([q])
+            q_times.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            search(agent, store, q)
+            s_times.append(time.perf_counter() - t)
+        c_plain, c_query = [], []
+        for q in queries[:20]:
+            t = time.perf_counter()
+            context(agent)
+            c_plain.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            ctx = context(agent, store, query=q)
+            c_query.append(time.perf_counter() - t)
+        store.close()
+    emb = statistics.median(q_times) * 1000
+    rows = [
+        ("raw embedder (baseline)", f"{raw_rate:,.0f} notes/s", f"{len(sample)} texts, embed_many"),
+        (f"vault sync, first ({args.notes:,} notes)", f"{args.notes / first_s:,.0f} notes/s", f"{first_s:.2f} s"),
+        (f"vault sync, incremental ({args.notes:,} unchanged)", f"{min(incr):.3f} s",
+         f"target <= 1 s; 0 embedded; median {statistics.median(incr):.3f} s"),
+        ("raw query embedding (baseline)", f"{emb:.1f} ms", "p50"),
+        ("vault search p50 / p95", f"{statistics.median(s_times) * 1000:.1f} / {pct(s_times, 0.95) * 1000:.1f} ms",
+         "hybrid, incl. the query embedding"),
+        ("context p50, no query", f"{statistics.median(c_plain) * 1000:.1f} ms", f"{ctx.budget} token budget"),
+        ("context p50, with a query", f"{statistics.median(c_query) * 1000:.1f} ms",
+         f"target <= 50 ms + {emb:.1f} ms embedding; {len(ctx.parts)} parts, {len(ctx.dropped)} dropped"),
+    ]
+    w = max(len(r[0]) for r in rows)
+    print(f"bench_context: {args.notes:,} notes, embedder {raw.model_id}")
+    for name, val, note in rows:
+        print(f"  {name:<{w}}  {val:>18}  {note}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""The system prompt an Atomic Agent runs with, assembled within its token budget.
+
+Parts, in the order they are printed (and their priority, highest first):
+
+1. persona: ``persona/IDENTITY.md``, ``SOUL.md``, ``USER.md``            -- always
+2. the hard NOs and write paths of ``tools.md``                          -- always
+3. every pinned note and wiki page (spec: "always loaded")              -- always
+4. ``memory/INDEX.md`` (with its pointers to the sub-indexes)
+5. the sub-indexes ``memory/INDEX_<slice>.md``
+6. with a query: the notes most relevant to it (hybrid recall over the mirror,
+   score >= 0.45, pinned ones already in, superseded/expired left out)
+7. with a goal: its latest ATP records, then the memories recalled for it
+
+The budget is ``model.md``'s "Max system prompt" unless one is given. When the
+parts do not fit, the lowest-priority part goes first, one at a time, until the
+rest fits: recalled notes (lowest score first), then memories recalled for the
+goal, then sub-indexes (last first), then INDEX.md, then goal records (oldest
+first). Each dropped part is reported with its size and why. Parts 1-3 are
+never dropped: if they alone exceed the budget, :class:`ContextBudgetError`
+names every one with its size. Same files, store and arguments: same output.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._io import resolve_inside
+from .._text import read_text
+from ..exceptions import ContextBudgetError, NotFoundError, UnsafePathError, ValidationError
+from ..vault import Agent, Note, parse_model_md, parse_tools_md
+from ._tokens import TOKENIZER_NAME, count_tokens
+
+if TYPE_CHECKING:
+    from ..atp import Identity
+    from ..memory import MemoryStore
+
+__all__ = ["Context", "ContextPart", "DroppedPart", "context"]
+
+#: ATP's relevance floor (the memory store's RELEVANCE_FLOOR; kept here so a query-less context loads no numpy).
+RELEVANCE_FLOOR = 0.45
+PERSONA_FILES = ("IDENTITY.md", "SOUL.md", "USER.md")
+_SEP = "\n\n"
+
+# priority: lower number = dropped later; required parts are never dropped
+_PRI = {"persona": 0, "tools": 0, "pinned": 0, "goal_record": 1, "index": 2, "sub_index": 3, "goal_memory": 4, "recalled": 5}
+
+
+@dataclass
+class ContextPart:
+    """One part of the context: what kind, from where, how big, and why it is in."""
+
+    kind: str  # persona | tools | pinned | index | sub_index | recalled | goal_record | goal_memory
+    source: str  # a path relative to the agent folder, or ``atp:<record id>`` / ``memory:<id>``
+    text: str
+    reason: str
+    score: float | None = None
+    order: int = 0  # position among parts of its kind (drop order within a kind)
+
+    @cached_property
+    def tokens(self) -> int:
+        """Counted on first use: a part never weighed against the budget is never tokenized."""
+        return count_tokens(self.text)
+
+    @property
+    def required(self) -> bool:
+        return _PRI[self.kind] == 0
+
+    def to_dict(self, *, with_text: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "source": self.source, "tokens": self.tokens, "reason": self.reason}
+        if self.score is not None:
+            out["score"] = round(self.score, 4)
+        if with_text:
+            out["text"] = self.text
+        return out
+
+
+@dataclass(frozen=True)
+class DroppedPart:
+    """A part left out, and why. ``tokens`` is ``None`` for one never weighed (a higher-priority part did not fit)."""
+
+    kind: str
+    source: str
+    tokens: int | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "source": self.source, "tokens": self.tokens, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Context:
+    """An assembled context: :attr:`text` is the system prompt (``tokens`` <= ``budget``)."""
+
+    agent: str
+    budget: int
+    budget_source: str
+    parts: list[ContextPart]
+    dropped: list[DroppedPart] = field(default_factory=list)
+    tokenizer: str = TOKENIZER_NAME
+
+    @property
+    def text(self) -> str:
+        return _SEP.join(p.text for p in self.parts) + "\n"
+
+    @property
+    def tokens(self) -> int:
+        return sum(p.tokens for p in self.parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent, "budget": self.budget, "budget_source": self.budget_source, "tokens": self.tokens,
+            "tokenizer": self.tokenizer, "parts": [p.to_dict() for p in self.parts],
+            "dropped": [d.to_dict() for d in self.dropped], "text": self.text,
+        }  # fmt: skip
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=2) + "\n"
+
+    def summary(self) -> list[str]:
+        """What went in and what was dropped, one line each (the CLI prints it on stderr)."""
+        lines = [f"context for {self.agent}: {self.tokens}/{self.budget} tokens (budget from {self.budget_source}; "
+                 f"{len(self.parts)} parts; tokenizer: {self.tokenizer})"]
+        lines += [f"dropped {d.kind} {d.source}" + (f" ({d.tokens} tokens)" if d.tokens is not None else "")
+                  + f": {d.reason}" for d in self.dropped]
+        return lines
+
+
+def _read(agent: Agent, path: Path) -> str | None:
+    """A file of the agent's folder as text (universal newlines), ``None`` if absent; never from outside the root."""
+    if not path.is_file():
+        return None
+    resolve_inside(agent.agents_root, path, what="this file")
+    return read_text(path, universal_newlines=True).strip()
+
+
+def _part(kind: str, source: str, text: str, reason: str, *, score: float | None = None, order: int = 0) -> ContextPart:
+    return ContextPart(kind, source, text, reason, score, order)
+
+
+def _note_text(note: Note, heading: str) -> str:
+    desc = note.description.strip()
+    body = note.body.strip()
+    return "\n\n".join(x for x in (heading, desc, body) if x)
+
+
+def _rel(agent: Agent, note: Note) -> str:
+    return f"{agent.folder(note.unit_type).name}/{note.filename}"
+
+
+def _budget(agent: Agent, budget: int | None) -> tuple[int, str]:
+    if budget is not None:
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+            raise ValidationError("the budget must be a positive number of tokens", field="budget", rule="positive")
+        return budget, "--budget"
+    path = agent.path / "model.md"
+    text = _read(agent, path)
+    cfg = parse_model_md(text or "", path=path)
+    if cfg.max_system_prompt_tokens is None or cfg.max_system_prompt_tokens <= 0:
+        raise ValidationError(
+            "no token budget: set '- Max system prompt: N tokens' under '## Token budget' in model.md, or pass --budget",
+            path=path, field="Max system prompt", rule="budget",
+        )
+    return cfg.max_system_prompt_tokens, "model.md"
+
+
+def _always(agent: Agent) -> list[ContextPart]:
+    parts: list[ContextPart] = []
+    for name in PERSONA_FILES:
+        text = _read(agent, agent.persona_dir / name)
+        if text:
+            parts.append(_part("persona", f"persona/{name}", text, "persona: always loaded"))
+    tools_path = agent.path / "tools.md"
+    tools_text = _read(agent, tools_path)
+    if tools_text is not None:
+        cfg = parse_tools_md(tools_text, agent_name=agent.name, path=tools_path)
+        if cfg.hard_nos or cfg.write_paths:
+            lines = ["## Tools: hard NOs and write paths"]
+            if cfg.hard_nos:
+                lines += ["", "Hard NOs:", *(f"- {x}" for x in cfg.hard_nos)]
+            if cfg.write_paths:
+                lines += ["", "Write paths (own folder only):", *(f"- {x}" for x in cfg.write_paths)]
+            parts.append(_part("tools", "tools.md", "\n".join(lines), "tools.md hard NOs and write paths: always loaded"))
+    for unit_type in ("memory", "wiki"):
+        for i, note in enumerate(agent.list_notes(pinned=True, unit_type=unit_type)):
+            rel = _rel(agent, note)
+            parts.append(_part("pinned", rel, _note_text(note, f"## Pinned: {note.name} ({rel})"), "pinned: always loaded", order=i))
+    return parts
+
+
+def _index_parts(agent: Agent) -> list[ContextPart]:
+    parts: list[ContextPart] = []
+    main = _read(agent, agent.memory_dir / "INDEX.md")
+    if main:
+        parts.append(_part("index", "memory/INDEX.md", main, "INDEX: the agent's map of its memory"))
+    subs = sorted(p for p in agent.memory_dir.glob("INDEX_*.md") if p.is_file())
+    for i, p in enumerate(subs):
+        text = _read(agent, p)
+        if text:
+            parts.append(_part("sub_index", f"memory/{p.name}", text, "sub-index pointed to by INDEX.md", order=i))
+    return parts
+
+
+def _recalled(agent: Agent, store: MemoryStore, query: str, limit: int, skip: set[str], today: dt.date) -> list[ContextPart]:
+    from ._mirror import search
+
+    parts: list[ContextPart] = []
+    for hit in search(agent, store, query, limit=limit + len(skip), today=today):
+        if hit.score < RELEVANCE_FLOOR or hit.path in skip or len(parts) >= limit:
+            continue
+        unit_type, _, filename = hit.path.partition("/")
+        try:
+            note = agent.load(filename, "wiki" if unit_type == "wiki" else "memory")  # the file, not the mirror, is the truth
+        except (NotFoundError, UnsafePathError, ValidationError):
+            continue  # mirror lags the files (lint says so); never text that is no longer a note
+        heading = f"## Recalled ({hit.score:.2f}): {note.name} ({hit.path})"
+        parts.append(_part("recalled", hit.path, _note_text(note, heading),
+                           f"recalled for the query, score {hit.score:.4f} >= {RELEVANCE_FLOOR}", score=hit.score,
+                           order=len(parts)))
+    return parts
+
+
+def _goal_parts(store: MemoryStore, identity: Identity, goal: str, query: str | None, records: int,
+                limit: int) -> list[ContextPart]:
+    from ..atp import Ledger
+
+    chain = Ledger(store, identity).records(goal)
+    if not chain:
+        raise NotFoundError(f"no records of goal {goal!r} in {identity.org_id}/{identity.workspace_id}", record=goal)
+    latest = chain[-records:]
+    parts = [
+        _part("goal_record", f"atp:{r.id}", f"## Goal {goal}: {r.kind} ({r.stage}, {r.owner_role})\n\n{r.content.strip()}",
+              f"goal {goal}: one of its {len(latest)} latest records", order=i)
+        for i, r in enumerate(latest)
+    ]
+    ids = {r.id for r in chain}
+    q = (query or chain[0].content).strip()[:2000]
+    # hybrid recall in the ledger's own scope, at the same floor as the notes (ATP: relevant at >= 0.45)
+    hits = store.search_hybrid(q, identity.scope, None, min(limit + len(ids), 1000)) if q else []
+    n = 0
+    for h in hits:
+        if h.id in ids or h.memory.metadata.get("source") == "vault" or h.score < RELEVANCE_FLOOR or n >= limit:
+            continue  # the goal's own records are in already; vault notes come as recalled notes
+        parts.append(_part("goal_memory", f"memory:{h.id}", f"## Recalled for goal {goal} ({h.score:.2f})\n\n"
+                           f"{h.memory.content.strip()}", f"recalled for goal {goal}, score {h.score:.4f} >= {RELEVANCE_FLOOR}",
+                           score=h.score, order=n))
+        n += 1
+    return parts
+
+
+def _drop_key(p: ContextPart) -> tuple[int, float, int]:
+    """Sort key: the first part to drop sorts first (lowest priority; then lowest score, latest)."""
+    score = p.score if p.score is not None else 0.0
+    if p.kind == "goal_record":
+        return (-_PRI[p.kind], 0.0, p.order)  # oldest of the latest first
+    return (-_PRI[p.kind], score, -p.order)
+
+
+def context(
+    agent: Agent,
+    store: MemoryStore | None = None,
+    *,
+    query: str | None = None,
+    goal: str | None = None,
+    budget: int | None = None,
+    identity: Identity | None = None,
+    limit: int = 8,
+    goal_records: int = 5,
+    today: dt.date | None = None,
+) -> Context:
+    """Assemble the agent's system prompt; ``store`` is needed for ``query`` and ``goal``.
+
+    >>> ctx = context(Vault("agents").agent("finance"), store, query="debt order")  # doctest: +SKIP
+    >>> ctx.tokens <= ctx.budget                                                     # doctest: +SKIP
+    True
+    """
+    agent.require()
+    today = today or dt.date.today()
+    if (query or goal) and store is None:
+        raise ValidationError("a query or a goal needs a memory store", field="store", rule="required")
+    if goal and identity is None:
+        raise ValidationError("a goal needs the ATP identity (org and workspace) its records are under",
+                              field="identity", rule="required")
+    cap, source = _budget(agent, budget)
+    required = _always(agent)
+    need = sum(p.tokens for p in required)
+    if need > cap:
+        raise ContextBudgetError(
+            f"the always-loaded parts need {need} tokens, over the budget of {cap} ({source}): "
+            + ", ".join(f"{p.source} {p.tokens}" for p in required)
+            + "; raise 'Max system prompt' in model.md, pass a larger --budget, or unpin notes",
+            budget=cap, parts={p.source: p.tokens for p in required},
+        )
+    optional = _index_parts(agent)
+    if query and store is not None:
+        optional += _recalled(agent, store, query, limit, {p.source for p in required if p.kind == "pinned"}, today)
+    if goal and store is not None and identity is not None:
+        optional += _goal_parts(store, identity, goal, query, goal_records, limit)
+    # Dropping the lowest-priority part until the rest fits keeps the longest highest-priority
+    # run that fits; so walk from the top and count only up to the first part that does not fit.
+    ranked = sorted(optional, key=_drop_key, reverse=True)
+    total, kept = need, 0
+    for p in ranked:
+        if total + p.tokens > cap:
+            break
+        total += p.tokens
+        kept += 1
+    dropped: list[DroppedPart] = []
+    for i in range(len(ranked) - 1, kept - 1, -1):  # reported lowest first, the order they go in
+        p = ranked[i]
+        why = (f"over budget: {total} + {p.tokens} tokens > {cap}" if i == kept else
+               f"lower priority than {ranked[kept].kind} {ranked[kept].source}, which does not fit")
+        dropped.append(DroppedPart(p.kind, p.source, p.tokens if i == kept else None, f"{why}; {p.kind} parts go before higher-priority ones"))
+    gone = {(d.kind, d.source) for d in dropped}
+    parts = required + [p for p in optional if (p.kind, p.source) not in gone]
+    return Context(agent.name, cap, source, parts, dropped)

@@ -1,0 +1,152 @@
+"""Context assembly: fixed order, the budget held exactly, drops in the stated order and reported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from atomic_agents.atp import Identity, Ledger
+from atomic_agents.bridge import MirrorHook, context, count_tokens, sync
+from atomic_agents.exceptions import ContextBudgetError, ValidationError
+from atomic_agents.memory import SQLiteMemoryStore
+from atomic_agents.vault import Agent, Vault
+
+from .conftest import TODAY, draft
+
+
+@pytest.fixture
+def filled(agent: Agent, store: SQLiteMemoryStore) -> Agent:
+    (agent.path / "tools.md").write_text("# TOOLS\n\n## Write paths (own folder ONLY)\n- finance/memory/\n\n"
+                                         "## Hard NOs\n- Never move money\n", encoding="utf-8")
+    agent.create_notes([
+        draft("scope_boundary", name="Scope boundary", description="Never give tax advice", pinned=True),
+        draft("debt_order", name="Debt order", description="Pay the highest rate debt first"),
+        draft("debt_snowball", name="Debt snowball", description="Smallest debt balance first when motivation lags"),
+        draft("gym_days", type="user", name="Gym days", description="Trains Monday and Thursday"),
+    ], today=TODAY)
+    (agent.memory_dir / "INDEX_archive.md").write_text("# Archive sub-index\n\n- `Old` — old note\n", encoding="utf-8")
+    sync(agent, store, today=TODAY)
+    return agent
+
+
+def kinds(ctx: object) -> list[str]:
+    return [p.kind for p in ctx.parts]  # type: ignore[attr-defined]
+
+
+def test_parts_in_the_fixed_order_with_sources_sizes_and_reasons(filled: Agent, store: SQLiteMemoryStore) -> None:
+    ctx = context(filled, store, query="which debt first", budget=5000, today=TODAY)
+    assert kinds(ctx)[:5] == ["persona", "persona", "persona", "tools", "pinned"]
+    assert kinds(ctx)[5:7] == ["index", "sub_index"] and set(kinds(ctx)[7:]) == {"recalled"}
+    assert "Never move money" in ctx.text and "finance/memory/" in ctx.text and "Never give tax advice" in ctx.text
+    recalled = [p for p in ctx.parts if p.kind == "recalled"]
+    assert {p.source for p in recalled} >= {"memory/feedback_debt_order.md"}
+    assert "memory/feedback_scope_boundary.md" not in {p.source for p in recalled}  # pinned: in once
+    assert all(p.score is not None and p.score >= 0.45 for p in recalled)
+    data = json.loads(ctx.to_json())
+    assert all({"kind", "source", "tokens", "reason"} <= set(p) for p in data["parts"])
+    assert data["tokens"] == count_tokens(ctx.text) == ctx.tokens
+
+
+def test_budget_is_held_exactly_and_drops_go_in_the_stated_order(filled: Agent, store: SQLiteMemoryStore) -> None:
+    full = context(filled, store, query="which debt first", budget=100_000, today=TODAY)
+    assert not full.dropped
+    exact = context(filled, store, query="which debt first", budget=full.tokens, today=TODAY)
+    assert exact.text == full.text and not exact.dropped
+    one_less = context(filled, store, query="which debt first", budget=full.tokens - 1, today=TODAY)
+    assert count_tokens(one_less.text) <= full.tokens - 1
+    lowest = min((p for p in full.parts if p.kind == "recalled"), key=lambda p: (p.score, -p.order))
+    assert [d.source for d in one_less.dropped] == [lowest.source]
+    assert "over budget" in one_less.dropped[0].reason
+    required = sum(p.tokens for p in full.parts if p.required)
+    tight = context(filled, store, query="which debt first", budget=required, today=TODAY)
+    assert tight.tokens == required and count_tokens(tight.text) == required
+    order = [d.kind for d in tight.dropped]
+    assert order == sorted(order, key=["recalled", "sub_index", "index"].index)
+    assert order[-2:] == ["sub_index", "index"]
+    assert kinds(tight) == ["persona", "persona", "persona", "tools", "pinned"]
+    for budget in range(required, full.tokens + 1, 7):
+        ctx = context(filled, store, query="which debt first", budget=budget, today=TODAY)
+        assert count_tokens(ctx.text) == ctx.tokens <= budget
+        # strictly lowest first, and no more than needed: without the last drop it would not fit
+        assert not ctx.dropped or ctx.tokens + ctx.dropped[-1].tokens > budget
+
+
+def test_persona_and_pinned_over_budget_is_an_error_naming_each_part(filled: Agent) -> None:
+    with pytest.raises(ContextBudgetError) as exc:
+        context(filled, budget=20)
+    err = exc.value
+    assert err.budget == 20
+    assert set(err.parts) == {"persona/IDENTITY.md", "persona/SOUL.md", "persona/USER.md", "tools.md",
+                              "memory/feedback_scope_boundary.md"}
+    assert all(f"{src} {n}" in str(err) for src, n in err.parts.items())
+
+
+def test_budget_comes_from_model_md(filled: Agent) -> None:
+    with pytest.raises(ValidationError) as exc:
+        context(filled)  # the skeleton's "Max system prompt: tokens" is blank
+    assert exc.value.field == "Max system prompt"
+    text = (filled.path / "model.md").read_text().replace("- Max system prompt: tokens", "- Max system prompt: 1.5k tokens")
+    (filled.path / "model.md").write_text(text)
+    ctx = context(filled)
+    assert (ctx.budget, ctx.budget_source) == (1500, "model.md")
+
+
+def test_identical_inputs_give_identical_output(filled: Agent, store: SQLiteMemoryStore) -> None:
+    a = context(filled, store, query="which debt first", budget=300, today=TODAY)
+    b = context(filled, store, query="which debt first", budget=300, today=TODAY)
+    assert a.to_json() == b.to_json()
+
+
+def test_goal_records_and_memories_recalled_for_it(filled: Agent, store: SQLiteMemoryStore) -> None:
+    ledger = Ledger(store, Identity("acme", "acme/fin", "dispatcher"))
+    g = ledger.start("Plan the debt payoff for the credit card", requester="alice")
+    mem = store.remember("The credit card APR is 24 percent, the car loan 6", None, ledger.identity.scope)
+    ctx = context(filled, store, goal=g.goal_id, identity=ledger.identity, budget=5000, today=TODAY)
+    goal_parts = [p for p in ctx.parts if p.kind == "goal_record"]
+    assert [p.source for p in goal_parts] == [f"atp:{g.id}"]
+    assert g.goal_id in goal_parts[0].text
+    assert [p.source for p in ctx.parts if p.kind == "goal_memory"] == [f"memory:{mem}"]
+    tight = context(filled, store, goal=g.goal_id, identity=ledger.identity, budget=ctx.tokens - 1, today=TODAY)
+    assert [d.kind for d in tight.dropped] == ["goal_memory"]
+
+
+def test_agent_context_is_the_bridge(filled: Agent, store: SQLiteMemoryStore) -> None:
+    assert filled.context(store, query="debt", budget=400, today=TODAY).text == \
+        context(filled, store, query="debt", budget=400, today=TODAY).text
+
+
+def test_a_query_needs_a_store(filled: Agent) -> None:
+    with pytest.raises(ValidationError) as exc:
+        context(filled, query="debt", budget=400)
+    assert exc.value.field == "store"
+
+
+def test_cli_context_and_vault_search(agents_root: Path, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from atomic_agents.cli import main
+
+    monkeypatch.setenv("ATOMIC_AGENTS_EMBEDDER", "hashing")
+
+    def run(*args: str) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as exc:
+            main(["--agents-root", str(agents_root), *args])
+        out, err = capsys.readouterr()
+        return int(exc.value.code or 0), out, err
+
+    assert run("vault", "init", "fin")[0] == 0
+    (agents_root / "_memory").mkdir()
+    assert run("vault", "sync", "fin")[0] == 0  # creates the store: from now on writes keep the mirror
+    assert run("vault", "new", "fin", "--type", "decision", "--topic", "budget_cap", "--name", "Budget cap",
+               "--description", "Spend at most 2000 a month", "--source", "x", "--pinned")[0] == 0
+    code, out, _ = run("vault", "search", "fin", "monthly spend budget", "--json")
+    assert code == 0 and [h["path"] for h in json.loads(out)["hits"]] == ["memory/decision_budget_cap.md"]
+    code, out, err = run("context", "fin", "--budget", "2000")
+    assert code == 0 and "Spend at most 2000 a month" in out and "tokens (budget from --budget" in err
+    code, out, _ = run("context", "fin", "--budget", "2000", "--format", "json", "--query", "budget")
+    data = json.loads(out)
+    assert code == 0 and data["tokens"] <= 2000
+    assert {p["kind"] for p in data["parts"]} >= {"persona", "pinned", "index"}
+    code, _, err = run("context", "fin", "--budget", "10")
+    assert code == 1 and "persona/IDENTITY.md" in err and "Traceback" not in err

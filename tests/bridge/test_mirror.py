@@ -1,0 +1,185 @@
+"""The vault mirrored into the memory store: incremental, exact, rebuildable, and never in the way of a write."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from atomic_agents.bridge import MirrorHook, mirror_scope, search, sync
+from atomic_agents.memory import HashingEmbedder, InMemoryMemoryStore, MemoryStore, SQLiteMemoryStore
+from atomic_agents.vault import Agent, Vault, append_journal, lint_agent, promote_journal_item
+
+from .conftest import TODAY, CountingEmbedder, draft, write_raw_notes
+
+
+def mirror(store: MemoryStore, agent: Agent) -> dict[str, tuple[str, dict[str, Any]]]:
+    """path -> (content, metadata without the store's own stamp): the mirror as a comparable value."""
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for m in store.scan(mirror_scope(agent).as_filter(), {"source": "vault"}):
+        assert m.metadata["path"] not in out, "one memory per note"
+        out[m.metadata["path"]] = (m.content, {k: v for k, v in m.metadata.items() if k != "stored_at"})
+    return out
+
+
+def test_second_sync_of_10000_unchanged_notes_embeds_nothing(agent: Agent, store: SQLiteMemoryStore,
+                                                             embedder: CountingEmbedder) -> None:
+    write_raw_notes(agent, 10_000)
+    first = sync(agent, store, today=TODAY)
+    assert len(first.added) == 10_000 and embedder.texts == 10_000
+    embedder.texts = 0
+    second = sync(agent, store, today=TODAY)
+    assert second.unchanged == 10_000
+    assert (second.added, second.updated, second.removed, second.marked) == ([], [], [], [])
+    assert embedder.texts == 0
+
+
+def test_edit_updates_delete_removes_and_touch_never_re_embeds(agent: Agent, store: SQLiteMemoryStore,
+                                                               embedder: CountingEmbedder) -> None:
+    agent.create_notes([draft("debt_order"), draft("risk_view", type="user")], today=TODAY)
+    sync(agent, store, today=TODAY)
+    agent.update("feedback_debt_order.md", {"description": "Avalanche: highest rate first"}, today=TODAY)
+    embedder.texts = 0
+    report = sync(agent, store, today=TODAY)
+    assert report.updated == ["memory/feedback_debt_order.md"] and embedder.texts == 1
+    assert "Avalanche: highest rate first" in mirror(store, agent)["memory/feedback_debt_order.md"][0]
+    agent.touch("feedback_debt_order.md", today=TODAY + dt.timedelta(days=1))  # bytes change, text does not
+    embedder.texts = 0
+    assert sync(agent, store, today=TODAY).updated == ["memory/feedback_debt_order.md"]
+    assert embedder.texts == 0
+    (agent.memory_dir / "user_risk_view.md").unlink()
+    report = sync(agent, store, today=TODAY)
+    assert report.removed == ["memory/user_risk_view.md"]
+    assert "memory/user_risk_view.md" not in mirror(store, agent)
+    assert all(h.path != "memory/user_risk_view.md" for h in search(agent, store, "risk view", today=TODAY))
+
+
+def test_superseded_and_expired_notes_are_marked_and_left_out_of_search(agent: Agent, store: SQLiteMemoryStore) -> None:
+    agent.create_notes([draft("rent_budget", description="rent budget is 1500"),
+                        draft("rent_budget_2026", description="rent budget is 1800"),
+                        draft("rent_promo", description="rent promo ends", expires_at=dt.date(2026, 6, 1))], today=TODAY)
+    agent.supersede("feedback_rent_budget.md", "feedback_rent_budget_2026.md", today=TODAY)
+    sync(agent, store, today=TODAY)
+    paths = [h.path for h in search(agent, store, "rent budget", today=TODAY)]
+    assert "memory/feedback_rent_budget_2026.md" in paths and "memory/feedback_rent_budget.md" not in paths
+    with_old = {h.path: h.status for h in search(agent, store, "rent budget", include_superseded=True, today=TODAY)}
+    assert with_old["memory/feedback_rent_budget.md"] == "superseded"
+    later = dt.date(2026, 7, 1)
+    assert all(h.path != "memory/feedback_rent_promo.md" for h in search(agent, store, "rent promo", today=later))
+    report = sync(agent, store, today=later)
+    assert report.marked == ["memory/feedback_rent_promo.md"]
+    assert mirror(store, agent)["memory/feedback_rent_promo.md"][1]["status"] == "expired"
+
+
+def test_search_by_type_and_wiki_pages(agent: Agent, store: SQLiteMemoryStore) -> None:
+    from atomic_agents.vault import WikiDraft
+
+    agent.create_notes([draft("debt_order"), draft("debt_cap", type="decision")], today=TODAY)
+    agent.new_wiki_page(WikiDraft(topic="debt_methods", name="Debt methods", description="debt snowball and avalanche",
+                                  sources=["raw/book.md"], confidence="high", body="Methods.\n"), today=TODAY)
+    sync(agent, store, today=TODAY)
+    assert {h.path for h in search(agent, store, "debt", type="decision", today=TODAY)} == {"memory/decision_debt_cap.md"}
+    hits = search(agent, store, "debt snowball avalanche", type="wiki_page", today=TODAY)
+    assert [(h.path, h.name, h.hook) for h in hits] == [("wiki/debt_methods.md", "Debt methods", "debt snowball and avalanche")]
+
+
+def test_rebuilt_mirror_equals_the_incremental_one(agent: Agent, store: SQLiteMemoryStore, tmp_path: Path) -> None:
+    agent.create_notes([draft(f"topic_{i}") for i in range(20)], today=TODAY)
+    sync(agent, store, today=TODAY)
+    agent.update("feedback_topic_3.md", body="New body.\n", today=TODAY)
+    agent.supersede("feedback_topic_4.md", "feedback_topic_5.md", today=TODAY)
+    (agent.memory_dir / "feedback_topic_6.md").unlink()
+    sync(agent, store, today=TODAY)
+    incremental = mirror(store, agent)
+    sync(agent, store, rebuild=True, today=TODAY)
+    assert mirror(store, agent) == incremental
+    fresh = SQLiteMemoryStore(tmp_path / "fresh.db", embedder=HashingEmbedder(), durable=False)
+    try:
+        sync(agent, fresh, today=TODAY)  # from the files alone, into an empty store
+        assert mirror(fresh, agent) == incremental
+    finally:
+        fresh.close()
+
+
+def test_write_hook_keeps_the_mirror_current_in_the_same_operation(agents_root: Path, store: SQLiteMemoryStore) -> None:
+    vault = Vault(agents_root, write_hooks=[MirrorHook(store, today=lambda: TODAY)])
+    agent, _ = vault.init_agent("finance")
+    agent.new_note(draft("debt_order", description="avalanche order of debts"), today=TODAY)
+    assert [h.path for h in search(agent, store, "avalanche debts", today=TODAY)] == ["memory/feedback_debt_order.md"]
+    agent.update("feedback_debt_order.md", {"description": "snowball order of debts"}, today=TODAY)
+    assert "snowball" in mirror(store, agent)["memory/feedback_debt_order.md"][0]
+    agent.new_note(draft("debt_order_v2"), today=TODAY)
+    agent.supersede("feedback_debt_order.md", "feedback_debt_order_v2.md", today=TODAY)
+    assert mirror(store, agent)["memory/feedback_debt_order.md"][1]["status"] == "superseded"
+    report = sync(agent, store, today=TODAY)
+    assert report.unchanged == 2 and not (report.added or report.updated or report.removed)
+
+
+class BrokenStore(InMemoryMemoryStore):
+    def remember(self, *args: Any, **kwargs: Any) -> str:
+        raise OSError(28, "No space left on device")
+
+
+def test_a_failing_store_never_loses_or_blocks_the_write_and_lint_reports_it(agents_root: Path) -> None:
+    broken = BrokenStore(embedder=HashingEmbedder())
+    vault = Vault(agents_root, write_hooks=[MirrorHook(broken)])
+    agent, _ = vault.init_agent("finance")
+    note = agent.new_note(draft("debt_order"), today=TODAY)
+    assert note.path.is_file() and "Note debt_order" in (agent.memory_dir / "INDEX.md").read_text()
+    marker = agent.path / ".mirror-stale"
+    assert json.loads(marker.read_text())["files"] == ["memory/feedback_debt_order.md"]
+    assert any(i.rule == "mirror-stale" for i in lint_agent(agent, today=TODAY).issues)
+    good = InMemoryMemoryStore(embedder=HashingEmbedder())
+    assert sync(agent, good, today=TODAY).added == ["memory/feedback_debt_order.md"]
+    assert not marker.exists()
+    assert not any(i.rule == "mirror-stale" for i in lint_agent(agent, today=TODAY).issues)
+
+
+def test_a_note_the_store_refuses_is_skipped_by_path_never_echoed(agent: Agent, store: SQLiteMemoryStore) -> None:
+    secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    agent.create_notes([draft("token_note", body=f"The token is {secret}\n"), draft("plain_note")], today=TODAY)
+    report = sync(agent, store, today=TODAY)
+    assert report.added == ["memory/feedback_plain_note.md"]
+    assert [s["path"] for s in report.skipped] == ["memory/feedback_token_note.md"]
+    assert secret not in json.dumps(report.to_dict())
+
+
+def test_journal_captures_link_to_notes_that_are_recallable(agents_root: Path, store: SQLiteMemoryStore) -> None:
+    vault = Vault(agents_root, write_hooks=[MirrorHook(store, today=lambda: TODAY)])
+    agent, _ = vault.init_agent("finance")
+    append_journal(agent, day=TODAY, decisions=["Pay the credit card before the car loan"])
+    note = promote_journal_item(agent, TODAY, 1, type="decision", topic="card_before_car")
+    journal = (agent.journal_dir / "2026-05" / "2026-05-06.md").read_text()
+    assert f"[{note.filename}](../../memory/{note.filename})" in journal.split("## Captured to memory")[1]
+    hits = search(agent, store, "credit card car loan", today=TODAY)
+    assert hits and hits[0].path == f"memory/{note.filename}"
+
+
+def test_other_memories_of_the_agent_are_not_touched(agent: Agent, store: SQLiteMemoryStore) -> None:
+    from atomic_agents.memory import Scope
+
+    own = store.remember("a memory written by the agent itself", {"goal_id": "g1"}, Scope.resolve("finance", "vault"))
+    agent.new_note(draft("debt_order"), today=TODAY)
+    sync(agent, store, rebuild=True, today=TODAY)
+    assert store.get(own).content == "a memory written by the agent itself"
+
+
+@pytest.mark.parametrize("rebuild", [False, True])
+def test_real_model_mirror_recalls_a_paraphrase(agent: Agent, tmp_path: Path, rebuild: bool) -> None:
+    from atomic_agents.memory import MiniLMEmbedder
+
+    real = SQLiteMemoryStore(tmp_path / "real.db", embedder=MiniLMEmbedder(), durable=False)
+    try:
+        agent.create_notes([
+            draft("debt_order", name="Debt payoff order", description="Pay the highest-interest debt first"),
+            draft("gym_routine", type="user", name="Gym routine", description="Trains on Monday and Thursday mornings"),
+        ], today=TODAY)
+        sync(agent, real, rebuild=rebuild, today=TODAY)
+        hits = search(agent, real, "which loan should I repay before the others?", today=TODAY)
+        assert hits[0].path == "memory/feedback_debt_order.md"
+        assert hits[0].score >= 0.45
+    finally:
+        real.close()
