@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from ._postgres import pg_dsn, pg_server  # noqa: F401  (fixtures: a real PostgreSQL server per session)
+
 
 @pytest.fixture(autouse=True)
 def _isolate_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

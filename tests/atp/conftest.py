@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,17 @@ GREEN = {"status": "green", "evidence": "ran the deploy twice, both green", "sco
 RED = {"status": "red", "evidence": "second deploy failed", "scope_verified": "deploy retry"}
 
 
-@pytest.fixture
-def store() -> MemoryStore:
-    return InMemoryMemoryStore(embedder=HashingEmbedder())
+@pytest.fixture(params=["memory", "postgres"])
+def store(request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
+    """The ledger's store: the in-memory fake, and the PostgreSQL backend on a real server."""
+    if request.param == "memory":
+        yield InMemoryMemoryStore(embedder=HashingEmbedder())
+        return
+    from atomic_agents.memory._postgres import PostgresMemoryStore
+
+    pg = PostgresMemoryStore(request.getfixturevalue("pg_dsn"), embedder=HashingEmbedder(), pool_size=2)
+    yield pg
+    pg.close()
 
 
 @pytest.fixture
@@ -54,13 +62,15 @@ class Cli:
         return code, (json.loads(out) if out.strip() else None), err
 
 
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
+@pytest.fixture(params=["sqlite", "postgres"])
+def cli(request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """The CLI on a SQLite file, and on a PostgreSQL DSN in ``ATOMIC_AGENTS_DB``."""
     monkeypatch.setenv("EDEN_ORG_ID", "acme")
     monkeypatch.setenv("EDEN_WORKSPACE_ID", "acme/web")
     monkeypatch.setenv("ATOMIC_AGENTS_EMBEDDER", "hashing")
     (tmp_path / "store").mkdir()
-    monkeypatch.setenv("ATOMIC_AGENTS_DB", str(tmp_path / "store" / "memory.db"))
+    db = request.getfixturevalue("pg_dsn") if request.param == "postgres" else str(tmp_path / "store" / "memory.db")
+    monkeypatch.setenv("ATOMIC_AGENTS_DB", db)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     for var in ("EDEN_AGENT_ID", "ATP_NON_INTERACTIVE", "CI"):
         monkeypatch.delenv(var, raising=False)

@@ -1,18 +1,20 @@
-"""Eight processes race for the same goal, 100 times: exactly one claim wins each round (SQLite)."""
+"""Eight processes race for the same goal, 100 times: exactly one claim wins each round (SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 from pathlib import Path
 
+import pytest
+
 from atomic_agents.atp import Identity, Ledger
-from atomic_agents.memory import HashingEmbedder, LeaseHeldError, SQLiteMemoryStore
+from atomic_agents.memory import HashingEmbedder, LeaseHeldError, open_store
 
 ROUNDS, RACERS = 100, 8
 
 
 def _racer(db: str, n: int, barrier: mp.synchronize.Barrier, out: mp.Queue) -> None:  # type: ignore[type-arg]
-    store = SQLiteMemoryStore(db, embedder=HashingEmbedder())
+    store = open_store(db, embedder=HashingEmbedder())
     ledger = Ledger(store, Identity("acme", "acme/web", f"builder-{n}"))
     won = []
     for r in range(ROUNDS):
@@ -25,9 +27,10 @@ def _racer(db: str, n: int, barrier: mp.synchronize.Barrier, out: mp.Queue) -> N
     out.put((n, won))
 
 
-def test_exactly_one_winner_per_round(tmp_path: Path) -> None:
-    db = str(tmp_path / "memory.db")
-    store = SQLiteMemoryStore(db, embedder=HashingEmbedder())
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_exactly_one_winner_per_round(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    db = request.getfixturevalue("pg_dsn") if backend == "postgres" else str(tmp_path / "memory.db")
+    store = open_store(db, embedder=HashingEmbedder())
     ledger = Ledger(store, Identity("acme", "acme/web", "dispatcher"))
     for r in range(ROUNDS):
         ledger.start(f"race goal {r}", requester="ci", goal_id=f"race-{r}")

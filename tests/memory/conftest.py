@@ -1,6 +1,6 @@
 """Fixtures: the fake embedder, and a store per backend factory (the conformance axis).
 
-A later PostgreSQL backend adds one entry to ``BACKENDS``.
+``postgres`` runs on a real server (``tests/_postgres.py``): a fresh database per test.
 """
 
 from __future__ import annotations
@@ -32,13 +32,23 @@ def _memory(tmp: Path) -> StoreFactory:
     return make
 
 
-BACKENDS = {"sqlite": _sqlite, "memory": _memory}
+def _postgres(dsn: str) -> StoreFactory:
+    def make(embedder: HashingEmbedder | None = None) -> MemoryStore:
+        from atomic_agents.memory._postgres import PostgresMemoryStore
+
+        return PostgresMemoryStore(dsn, embedder=embedder or CountingEmbedder(), pool_size=2)
+
+    return make
+
+
+BACKENDS = {"sqlite": _sqlite, "memory": _memory, "postgres": _postgres}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
     opened: list[MemoryStore] = []
-    factory = BACKENDS[request.param](tmp_path)
+    where = request.getfixturevalue("pg_dsn") if request.param == "postgres" else tmp_path
+    factory = BACKENDS[request.param](where)
 
     def make(embedder: HashingEmbedder | None = None) -> MemoryStore:
         store = factory(embedder)

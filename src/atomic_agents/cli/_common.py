@@ -122,11 +122,11 @@ _ROOT_OPT = Annotated[
 ]
 RootOption: TypeAlias = _ROOT_OPT
 _DB_OPT = Annotated[
-    Optional[Path],
+    Optional[str],
     typer.Option(
         "--db",
-        metavar="FILE",
-        help="SQLite file of the memory store; its folder must exist "
+        metavar="FILE|DSN",
+        help="SQLite file of the memory store (its folder must exist), or a postgresql:// DSN of a shared store "
         "(env ATOMIC_AGENTS_DB; default <agents-root>/_memory/memory.db).",
         show_default=False,
     ),
@@ -243,10 +243,12 @@ def agents_root() -> Path:
     return Path(env) if env else DEFAULT_AGENTS_ROOT
 
 
-def db_path() -> Path | None:
-    """``--db`` if given (else the library resolves ``$ATOMIC_AGENTS_DB`` or the default)."""
+def db_path() -> Path | str | None:
+    """``--db`` if given (a DSN stays a string; else the library resolves ``$ATOMIC_AGENTS_DB`` or the default)."""
     given = _values().get("db")
-    return Path(given) if given is not None else None
+    if given is None:
+        return None
+    return given if "://" in str(given) else Path(given)
 
 
 def option(name: str) -> Any:

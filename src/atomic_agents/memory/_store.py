@@ -149,17 +149,31 @@ def open_store(
     agents_root: str | os.PathLike[str] | None = None,
     embedder: Embedder | None = None,
 ) -> MemoryStore:
-    """Open (creating if needed) the default SQLite store with the default embedder.
+    """Open (creating if needed) the store ``path`` names, with the default embedder.
+
+    A ``postgresql://`` DSN (argument or ``$ATOMIC_AGENTS_DB``) opens the shared
+    PostgreSQL store (the ``postgres`` extra); anything else is a SQLite file.
 
     >>> store = open_store("/tmp/m.db")  # doctest: +SKIP
+    >>> store = open_store("postgresql://agents@db.internal/memory")  # doctest: +SKIP
     >>> store.remember("Deploy went green", {"goal_id": "g1"}, Scope("builder", "alice"))  # doctest: +SKIP
     '3f0c...'
     """
+    emb: Embedder = embedder if embedder is not None else default_embedder()
+    target = os.fspath(path) if path is not None else os.environ.get("ATOMIC_AGENTS_DB")
+    if isinstance(target, str) and _is_dsn(target):
+        from ._postgres import PostgresMemoryStore
+
+        return PostgresMemoryStore(target, embedder=emb)
     from ._sqlite import SQLiteMemoryStore
 
     db = _checked_db_path(path, agents_root)
-    emb: Embedder = embedder if embedder is not None else default_embedder()
     return SQLiteMemoryStore(db, embedder=emb)
+
+
+def _is_dsn(target: str) -> bool:
+    scheme, sep, _ = target.partition("://")
+    return bool(sep) and scheme.lower() in ("postgresql", "postgres")
 
 
 def _checked_db_path(path: str | os.PathLike[str] | None, agents_root: str | os.PathLike[str] | None) -> Path:

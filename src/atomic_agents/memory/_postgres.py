@@ -1,0 +1,796 @@
+"""The shared backend: one PostgreSQL database (pgvector HNSW, tsvector, JSONB), for agents on many hosts.
+
+Selected by a DSN (``open_store("postgresql://...")``, ``--db postgresql://...``,
+``$ATOMIC_AGENTS_DB``). Needs the ``postgres`` extra (psycopg 3, psycopg_pool,
+pgvector) and a server with the ``vector`` extension.
+
+- Semantic search: ``ORDER BY embedding::vector(d) <=> q`` in the store's scope, served
+  by the model's HNSW index (cosine, iterative scan in strict order so filtered scans
+  still return ``limit`` rows); score = cosine clipped to [0, 1], as in SQLite.
+- Keyword search: a stored ``tsvector`` (English stemming, no stopwords, diacritics
+  folded like SQLite's ``remove_diacritics``) matched by any query word, ranked by
+  ``ts_rank`` (length-normalised) and mapped to [0.5, 1] by the shared
+  :func:`keyword_scores`; ties go to the older row, as everywhere.
+- Metadata filters: ``meta @> filter`` on a JSONB copy (GIN index), then the shared
+  type-strict check where JSONB is looser (numbers: ``1`` equals ``1.0`` in JSONB).
+- Every write is one transaction on a pooled connection; leases serialise on a
+  per-key advisory lock (grant) or the lease row's lock (release, fenced write), and
+  use the server's clock, so hosts with skewed clocks agree on expiry.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ..exceptions import ConflictError, EmbedderMismatchError, NotFoundError, StoreError
+from ._base import check_prune_target, check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new
+from ._embed import Embedder, content_hash
+from ._leases import Fence, Lease, check_fence, check_lease_args, held_error
+from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_id, check_limit, check_query
+from ._postgres_schema import PG_SCHEMA_VERSION, TS_CONFIG, ensure_schema, ensure_vector_index, vector_index_name
+from ._scoring import fuse, keyword_scores, keyword_terms, semantic_score
+from ._secrets import check_no_secrets
+from ._store import UNSET, Progress
+
+__all__ = ["PostgresMemoryStore", "is_dsn", "redact_dsn"]
+
+T = TypeVar("T")
+
+_COLS = (
+    "m.seq, m.id, m.content, m.metadata, m.agent_id, m.user_id, m.org_id, m.workspace_id, "
+    "m.created_at, m.updated_at, m.expires_at, m.deleted_at"
+)
+_LIVE = "m.deleted_at = 0 AND (m.expires_at IS NULL OR m.expires_at > %s)"
+_SCOPE = "m.agent_id = %s AND m.user_id = %s AND m.org_id = %s AND m.workspace_id = %s"
+_LEASE_COLS = "key, holder, token, acquired_at, expires_at, released_at"
+_NOW = "SELECT extract(epoch FROM clock_timestamp())::double precision"
+_INSTALL = "install the PostgreSQL extra: pip install 'atomic-agents-vault[postgres]'"
+
+
+def is_dsn(target: object) -> bool:
+    """Whether ``target`` names a PostgreSQL server (``postgresql://`` or ``postgres://``)."""
+    from ._store import _is_dsn
+
+    return isinstance(target, str) and _is_dsn(target)
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN with any password replaced by ``***`` (safe to print)."""
+    try:
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(dsn)
+        netloc = parts.netloc
+        if "@" in netloc:
+            cred, host = netloc.rsplit("@", 1)
+            user = cred.split(":", 1)[0]
+            netloc = f"{user}:***@{host}" if ":" in cred else f"{user}@{host}"
+        query = "&".join("password=***" if q.lower().startswith("password=") else q for q in parts.query.split("&") if q)
+        return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    except ValueError:
+        return "postgresql://***"
+
+
+def _fold(text: str) -> str:
+    """Lower case, diacritics removed (``café`` -> ``cafe``): what the tsvector is built from."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).lower()
+
+
+def _tsquery(query: str) -> str | None:
+    """A ``to_tsquery`` string matching any of the query's words (``None`` if it has none).
+
+    Words are ``\\w+`` runs (no quotes, no operators), each quoted as one term.
+    """
+    terms = keyword_terms(_fold(query))
+    return " | ".join(f"'{t}'" for t in terms) if terms else None
+
+
+def _memory(row: Sequence[Any]) -> Memory:
+    return Memory(
+        id=row[1],
+        content=row[2],
+        metadata=json.loads(row[3]),
+        agent_id=row[4],
+        user_id=row[5],
+        org_id=row[6],
+        workspace_id=row[7],
+        created_at=row[8],
+        updated_at=row[9],
+        expires_at=row[10],
+        deleted_at=row[11] or None,
+    )
+
+
+def _no_nul(value: Any) -> Any:
+    """A copy for the JSONB column, which cannot hold ``\\u0000``: NULs become U+FFFD (filters re-check exactly)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_no_nul(k): _no_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_nul(v) for v in value]
+    return value
+
+
+def _meta_params(metadata: Mapping[str, Any]) -> tuple[str, str]:
+    """(exact JSON text, JSONB text) for one metadata object."""
+    text = json.dumps(metadata, ensure_ascii=False)
+    return text, (json.dumps(_no_nul(metadata), ensure_ascii=False) if "\\u0000" in text else text)
+
+
+def _needs_python_check(filters: Mapping[str, Any]) -> bool:
+    """JSONB ``@>`` is looser than the shared rule for numbers, nested values and NUL-bearing text."""
+    for v in filters.values():
+        if isinstance(v, (dict, list, float)) or (isinstance(v, int) and not isinstance(v, bool)):
+            return True
+        if isinstance(v, str) and "\x00" in v:
+            return True
+    return False
+
+
+def _filter_sql(filters: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    if not filters:
+        return "", []
+    return " AND m.meta @> %s::jsonb", [json.dumps(_no_nul(dict(filters)), ensure_ascii=False)]
+
+
+def _scope_filter_sql(scope: ScopeFilter) -> tuple[str, list[Any]]:
+    items = scope.items()  # field names come from ScopeFilter, never from the caller
+    return "".join(f" AND m.{k} = %s" for k, _ in items), [v for _, v in items]
+
+
+def _lease(cur: Any, key: str, lock: str = "") -> Lease | None:
+    cur.execute(f"SELECT {_LEASE_COLS} FROM leases WHERE key = %s{lock}", [key])
+    row = cur.fetchone()
+    return Lease(*row) if row else None
+
+
+def _server_now(cur: Any) -> float:
+    cur.execute(_NOW)
+    return float(cur.fetchone()[0])
+
+
+def _np(vec: Any) -> np.ndarray:
+    """A stored vector as float32 numpy (pgvector's adapter returns ``Vector`` or ndarray by version)."""
+    return np.asarray(vec.to_numpy() if hasattr(vec, "to_numpy") else vec, dtype=np.float32)
+
+
+def _cosine(distance: Any) -> float:
+    d = float(distance) if distance is not None else float("nan")
+    return 0.0 if d != d else 1.0 - d  # NaN (a zero vector) is "unrelated"
+
+
+class PostgresMemoryStore:
+    """A :class:`~atomic_agents.memory.MemoryStore` in a PostgreSQL database, shared by many hosts.
+
+    ``pool_size`` bounds the connections this process opens (threads beyond it wait).
+    The DSN's password is never printed: :attr:`path` and errors show it redacted.
+    """
+
+    persistent = True
+    backend = "postgres"
+
+    def __init__(self, dsn: str, *, embedder: Embedder, pool_size: int = 4, connect_timeout: float = 30.0) -> None:
+        try:
+            import psycopg
+            from pgvector.psycopg import register_vector
+            from psycopg_pool import ConnectionPool
+        except ImportError as exc:
+            raise StoreError(f"PostgreSQL support is not installed ({exc.name}): {_INSTALL}") from None
+        self._psycopg = psycopg
+        self.dsn = dsn
+        self.path = redact_dsn(dsn)
+        self.embedder = embedder
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=int(max(1, connect_timeout))) as conn:
+                ensure_schema(conn, embedder.model_id, embedder.dimension)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open the memory store at {self.path}: {self._reason(exc)}") from None
+
+        def configure(conn: Any) -> None:
+            register_vector(conn)
+
+        self._pool = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={"autocommit": True},
+            configure=configure,
+            timeout=connect_timeout,
+            open=False,
+            name="atomic-agents-memory",
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except Exception as exc:  # PoolTimeout: the server went away between the two connects
+            self._pool.close()
+            raise StoreError(f"cannot open a connection pool to {self.path}: {exc}") from None
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def _reason(self, exc: BaseException) -> str:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return text.replace(self.dsn, self.path)
+
+    def _run(self, fn: Callable[[Any], T], *, write: bool) -> T:
+        """``fn(cursor)`` in one transaction on a pooled connection; retried on serialization/deadlock."""
+        psycopg = self._psycopg
+        for attempt in range(5):
+            try:
+                with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                    return fn(cur)
+            except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
+                if attempt == 4:
+                    raise StoreError("memory store write kept conflicting with other writers; try again") from None
+                time.sleep(0.01 * (2**attempt))
+            except psycopg.errors.UniqueViolation as exc:
+                raise ConflictError(f"a memory with that id already exists ({self._reason(exc)})") from None
+            except psycopg.Error as exc:
+                raise StoreError(f"memory store {'write' if write else 'read'} failed: {self._reason(exc)}") from None
+            except Exception as exc:
+                if type(exc).__name__ == "PoolTimeout":
+                    raise StoreError(f"no connection to {self.path} became free in time") from None
+                raise
+        raise AssertionError("unreachable")
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        def q(cur: Any) -> list[Any]:
+            cur.execute(sql, params)
+            return list(cur.fetchall())
+
+        return self._run(q, write=False)
+
+    def _meta(self) -> dict[str, str]:
+        return dict(self._read("SELECT key, value FROM store_meta"))
+
+    def _require_model(self) -> int:
+        meta = self._meta()
+        stored = meta["embedder"]
+        if stored != self.embedder.model_id:
+            raise EmbedderMismatchError(
+                f"this store's vectors come from {stored!r}, the current embedder is "
+                f"{self.embedder.model_id!r}; run `atomic-agents memory reindex` first",
+                stored=stored,
+                current=self.embedder.model_id,
+            )
+        return int(meta["dimension"])
+
+    def _model_literal(self) -> str:
+        return "'" + self.embedder.model_id.replace("'", "''") + "'"
+
+    def _vectors_for(self, contents: Sequence[str], progress: Any = None) -> list[tuple[str, np.ndarray]]:
+        """(hash, vector) per content; reuses stored vectors of equal content, embeds the rest once."""
+        hashes = [content_hash(t) for t in contents]
+        known: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(hashes))
+        for start in range(0, len(unique), 1000):
+            part = unique[start : start + 1000]
+            for h, vec in self._read(
+                "SELECT DISTINCT ON (content_hash) content_hash, embedding FROM memories"
+                " WHERE content_hash = ANY(%s) AND embedder = %s AND embedding IS NOT NULL",
+                [part, self.embedder.model_id],
+            ):
+                known.setdefault(h, _np(vec))
+        todo = {h: t for h, t in zip(hashes, contents, strict=True) if h not in known}
+        if todo:
+            vecs = embed_texts(self.embedder, list(todo.values()), progress=progress)
+            known.update(zip(todo.keys(), vecs, strict=True))
+        return [(h, known[h]) for h in hashes]
+
+    def _insert_sql(self, *, skip_existing: bool = False) -> str:
+        return (
+            "INSERT INTO memories (id, content, metadata, meta, agent_id, user_id, org_id, workspace_id, created_at,"
+            " updated_at, expires_at, deleted_at, content_hash, embedder, embedding, search_text)"
+            " VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            + (" ON CONFLICT (id) DO NOTHING" if skip_existing else "")
+        )
+
+    def _row(self, mem: Memory, h: str, vec: np.ndarray | None) -> list[Any]:
+        text, jsonb = _meta_params(mem.metadata)
+        return [
+            mem.id, mem.content, text, jsonb, mem.agent_id, mem.user_id, mem.org_id, mem.workspace_id,
+            mem.created_at, mem.updated_at, mem.expires_at, mem.deleted_at or 0, h,
+            self.embedder.model_id if vec is not None else None,
+            np.asarray(vec, dtype=np.float32) if vec is not None else None, _fold(mem.content),
+        ]  # fmt: skip
+
+    # -- writes ------------------------------------------------------------------------
+
+    def remember(
+        self,
+        content: str,
+        metadata: Mapping[str, Any] | None,
+        scope: Scope,
+        *,
+        ttl_ms: int | None = None,
+        memory_id: str | None = None,
+        fence: Fence | None = None,
+    ) -> str:
+        """Store one memory; returns its id once the transaction committed.
+
+        ``memory_id`` (a UUID not yet used) is the caller's choice of id; ``fence``
+        makes the write conditional on a live lease, checked (under the lease row's
+        lock) inside the write's transaction.
+        """
+        return self._remember_many([(content, metadata)], scope, ttl_ms, None, memory_id, fence)[0]
+
+    def remember_many(
+        self,
+        items: Sequence[tuple[str, Mapping[str, Any] | None]],
+        scope: Scope,
+        *,
+        ttl_ms: int | None = None,
+        progress: Progress | None = None,
+    ) -> list[str]:
+        """Store many memories in one transaction: all of them or (on any bad item) none."""
+        return self._remember_many(items, scope, ttl_ms, progress, None, None)
+
+    def _remember_many(
+        self,
+        items: Sequence[tuple[str, Mapping[str, Any] | None]],
+        scope: Scope,
+        ttl_ms: int | None,
+        progress: Progress | None,
+        memory_id: str | None,
+        fence: Fence | None,
+    ) -> list[str]:
+        now = time.time()
+        mems = [prepare_new(c, m, scope, ttl_ms, now=now, memory_id=memory_id) for c, m in items]
+        total = len(mems)
+        vectors = self._vectors_for([m.content for m in mems], progress=(lambda n: progress(n, total)) if progress else None)
+        rows = [self._row(mem, h, vec) for mem, (h, vec) in zip(mems, vectors, strict=True)]
+
+        def tx(cur: Any) -> None:
+            if fence is not None:
+                check_fence(fence, _lease(cur, fence.key, " FOR SHARE"), _server_now(cur))
+            if memory_id is not None:
+                cur.execute("SELECT 1 FROM memories WHERE id = %s", [mems[0].id])
+                if cur.fetchone():
+                    raise ConflictError(f"a memory with id {mems[0].id} already exists")
+            if rows:
+                cur.executemany(self._insert_sql(), rows)
+
+        self._run(tx, write=True)
+        return [m.id for m in mems]
+
+    def _current(self, memory_id: str, *, include_expired: bool = False) -> Memory:
+        rows = self._read(f"SELECT {_COLS} FROM memories m WHERE m.id = %s AND m.deleted_at = 0", [memory_id])
+        if not rows or (not include_expired and not _memory(rows[0]).is_live()):
+            raise NotFoundError(f"no memory {memory_id}", record=memory_id)
+        return _memory(rows[0])
+
+    def get(self, memory_id: str) -> Memory:
+        """The memory, unless it is forgotten or expired (then :class:`NotFoundError`)."""
+        return self._current(check_id(memory_id))
+
+    def edit(
+        self,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_ms: int | None = UNSET,
+    ) -> Memory:
+        """Change content, metadata (replaced whole) and/or TTL; re-embeds only if content changed."""
+        mid = check_id(memory_id)
+        now = time.time()
+        cur_mem = self._current(mid)
+        new = prepare_edit(cur_mem, content, metadata, ttl_ms, unset=UNSET, now=now)
+        changed = new.content != cur_mem.content
+        h, vec = self._vectors_for([new.content])[0] if changed else (content_hash(cur_mem.content), None)
+        text, jsonb = _meta_params(new.metadata)
+
+        def tx(cur: Any) -> None:
+            sets = "metadata = %s, meta = %s::jsonb, updated_at = %s, expires_at = %s"
+            params: list[Any] = [text, jsonb, now, new.expires_at]
+            if changed:
+                sets += ", content = %s, search_text = %s, content_hash = %s, embedder = %s, embedding = %s"
+                params += [new.content, _fold(new.content), h, self.embedder.model_id, vec]
+            cur.execute(f"UPDATE memories SET {sets} WHERE id = %s AND deleted_at = 0", [*params, mid])
+            if cur.rowcount != 1:
+                raise NotFoundError(f"no memory {mid}", record=mid)
+
+        self._run(tx, write=True)
+        return new
+
+    def forget(self, memory_id: str) -> Memory:
+        """Soft-delete: hidden from every read, kept in the table until a hard prune."""
+        mid = check_id(memory_id)
+        cur_mem = self._current(mid, include_expired=True)
+        now = time.time()
+
+        def tx(cur: Any) -> None:
+            cur.execute("UPDATE memories SET deleted_at = %s WHERE id = %s AND deleted_at = 0", [now, mid])
+            if cur.rowcount != 1:
+                raise NotFoundError(f"no memory {mid}", record=mid)
+
+        self._run(tx, write=True)
+        return Memory(**{**cur_mem.__dict__, "deleted_at": now})
+
+    def forget_expired(self, scope: ScopeFilter | None = None) -> int:
+        """Soft-delete every expired memory in ``scope`` (all scopes if ``None``); returns the count."""
+        where, params = _scope_filter_sql(check_scope_filter(scope))
+        now = time.time()
+
+        def tx(cur: Any) -> int:
+            cur.execute(
+                "UPDATE memories AS m SET deleted_at = %s WHERE m.deleted_at = 0"
+                f" AND m.expires_at IS NOT NULL AND m.expires_at <= %s{where}",
+                [now, now, *params],
+            )
+            return int(cur.rowcount)
+
+        return self._run(tx, write=True)
+
+    def prune(
+        self,
+        scope: ScopeFilter | None = None,
+        *,
+        keywords: str | None = None,
+        expired_only: bool = False,
+        dry_run: bool = True,
+        hard: bool = False,
+    ) -> PruneReport:
+        """Bulk removal, a dry run unless ``dry_run=False``; ``hard`` also erases soft-deleted rows."""
+        sf = check_prune_target(scope, keywords, expired_only)
+        now = time.time()
+        where, params = _scope_filter_sql(sf)
+        sql = "SELECT m.seq, m.id FROM memories m WHERE true"
+        if keywords:
+            tq = _tsquery(keywords)
+            if tq is None:
+                return PruneReport(0, 0, dry_run, hard)
+            sql += f" AND m.tsv @@ to_tsquery('{TS_CONFIG}', %s)"
+            params = [tq, *params]
+        sql += where
+        if not hard:
+            sql += " AND m.deleted_at = 0"
+        if expired_only:
+            sql += " AND m.expires_at IS NOT NULL AND m.expires_at <= %s"
+            params.append(now)
+        rows = self._read(sql + " ORDER BY m.seq", params)
+        seqs = [r[0] for r in rows]
+        sample = tuple(r[1] for r in rows[:10])
+        if dry_run or not seqs:
+            return PruneReport(len(seqs), 0, dry_run, hard, sample)
+
+        def tx(cur: Any) -> int:
+            if hard:
+                cur.execute("DELETE FROM memories WHERE seq = ANY(%s)", [seqs])
+            else:
+                cur.execute("UPDATE memories SET deleted_at = %s WHERE deleted_at = 0 AND seq = ANY(%s)", [now, seqs])
+            return int(cur.rowcount)
+
+        n = self._run(tx, write=True)
+        return PruneReport(len(seqs), n, False, hard, sample)
+
+    # -- reads -------------------------------------------------------------------------
+
+    def _fetch(self, seqs: Sequence[int]) -> dict[int, Memory]:
+        if not seqs:
+            return {}
+        rows = self._read(f"SELECT {_COLS} FROM memories m WHERE m.seq = ANY(%s) AND {_LIVE}", [list(seqs), time.time()])
+        return {row[0]: _memory(row) for row in rows}
+
+    def _keyword(
+        self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None = None
+    ) -> list[tuple[int, float, Memory]]:
+        tq = _tsquery(query)
+        if tq is None:
+            return []
+        flt = filters or {}
+        extra, fparams = _filter_sql(flt)
+        post = _needs_python_check(flt)
+        rows = self._read(
+            f"SELECT {_COLS}, ts_rank(m.tsv, q, 1) AS r FROM memories m, to_tsquery('{TS_CONFIG}', %s) q"
+            f" WHERE m.tsv @@ q AND {_SCOPE} AND {_LIVE}{extra} ORDER BY r DESC, m.seq"
+            + ("" if post else " LIMIT %s"),
+            [tq, *scope.key(), time.time(), *fparams, *([] if post else [limit])],
+        )
+        if post:
+            rows = [r for r in rows if metadata_matches(json.loads(r[3]), flt)][:limit]
+        scores = keyword_scores([-float(r[-1]) for r in rows])
+        return [(r[0], s, _memory(r)) for r, s in zip(rows, scores, strict=True)]
+
+    def search(self, query: str, scope: Scope, limit: int = 10) -> list[Hit]:
+        """Keyword search: a memory matches if any query word does (English stemming), best first."""
+        q, sc, lim = check_query(query), check_scope(scope), check_limit(limit)
+        return [Hit(mem, s) for _, s, mem in self._keyword(q, sc, lim)]
+
+    def _semantic(self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int) -> tuple[np.ndarray, list[tuple[int, float, Memory]]]:
+        dim = self._require_model()
+        qv = np.asarray(self.embedder.embed_batch([q])[0], dtype=np.float32)
+        extra, fparams = _filter_sql(filters)
+        post = _needs_python_check(filters)
+        model = self._model_literal()
+
+        def tx(cur: Any) -> list[Any]:
+            # strict_order: a filtered HNSW scan keeps going until ``limit`` rows pass the
+            # scope/filter (exact order); without it a small scope in a big table comes back short.
+            cur.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true),"
+                        " set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', '1000000', true)",
+                        [str(min(1000, max(40, limit)))])  # fmt: skip
+            cur.execute(
+                f"SELECT {_COLS}, (m.embedding::vector({dim})) <=> %s::vector({dim}) AS d FROM memories m"
+                f" WHERE m.embedder = {model} AND m.embedding IS NOT NULL AND {_SCOPE} AND {_LIVE}{extra}"
+                " ORDER BY d, m.seq" + ("" if post else " LIMIT %s"),
+                [qv, *sc.key(), time.time(), *fparams, *([] if post else [limit])],
+            )
+            return list(cur.fetchall())
+
+        rows = self._run(tx, write=False)
+        if post:
+            rows = [r for r in rows if metadata_matches(json.loads(r[3]), filters)][:limit]
+        return qv, [(r[0], semantic_score(_cosine(r[-1])), _memory(r)) for r in rows]
+
+    def search_semantic(
+        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
+    ) -> list[Hit]:
+        """Nearest memories by cosine (clipped to [0, 1]), restricted by metadata equality ``filters``."""
+        q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
+        _, found = self._semantic(q, sc, flt, lim)
+        return [Hit(mem, s) for _, s, mem in found]
+
+    def recall(self, query: str, scope: Scope, limit: int = 5) -> list[Hit]:
+        """Semantic recall (eden's ``recall``): ``search_semantic`` without filters."""
+        return self.search_semantic(query, scope, None, limit)
+
+    def search_hybrid(
+        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
+    ) -> list[Hit]:
+        """Semantic and keyword candidates fused by :func:`~atomic_agents.memory._scoring.fuse`."""
+        q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
+        pool = max(lim * 4, 50)
+        qv, found = self._semantic(q, sc, flt, pool)
+        sem = {k: s for k, s, _ in found}
+        mems = {k: m for k, _, m in found}
+        kw_hits = self._keyword(q, sc, pool, flt)
+        kw = {k: s for k, s, _ in kw_hits}
+        mems.update({k: m for k, _, m in kw_hits})
+        missing = [k for k in kw if k not in sem]
+        if missing:
+            dim = self.embedder.dimension
+            for k, d in self._read(
+                f"SELECT m.seq, (m.embedding::vector({dim})) <=> %s::vector({dim}) FROM memories m"
+                f" WHERE m.seq = ANY(%s) AND m.embedder = {self._model_literal()} AND m.embedding IS NOT NULL",
+                [qv, missing],
+            ):
+                sem[k] = semantic_score(_cosine(d))
+        # (score, seq) descending: the same order (ties to the newer row) as SQLite's fusion
+        fused = sorted(((fuse(sem.get(k, 0.0), kw.get(k, 0.0)), k) for k in set(sem) | set(kw)), reverse=True)
+        return [Hit(mems[k], s) for s, k in fused if s > 0.0][:lim]  # no signal at all is not a hit
+
+    def list_memories(
+        self, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 1000
+    ) -> list[Memory]:
+        """Live memories in ``scope`` matching ``filters``, oldest first (e.g. all records of one goal)."""
+        sc, flt, lim = check_scope(scope), check_filters(filters), check_limit(limit)
+        extra, fparams = _filter_sql(flt)
+        post = _needs_python_check(flt)
+        rows = self._read(
+            f"SELECT {_COLS} FROM memories m WHERE {_SCOPE} AND {_LIVE}{extra} ORDER BY m.created_at, m.seq"
+            + ("" if post else " LIMIT %s"),
+            [*sc.key(), time.time(), *fparams, *([] if post else [lim])],
+        )
+        mems = [_memory(r) for r in rows]
+        if post:
+            mems = [m for m in mems if metadata_matches(m.metadata, flt)][:lim]
+        return mems
+
+    def scan(self, scope: ScopeFilter, filters: Mapping[str, Any] | None = None) -> list[Memory]:
+        """Live memories in a *partial* scope matching ``filters``, oldest first, no limit."""
+        sf, flt = check_scope_filter(scope), check_filters(filters)
+        extra, fparams = _filter_sql(flt)
+        swhere, sparams = _scope_filter_sql(sf)
+        rows = self._read(
+            f"SELECT {_COLS} FROM memories m WHERE {_LIVE}{extra}{swhere} ORDER BY m.created_at, m.seq",
+            [time.time(), *fparams, *sparams],
+        )
+        mems = [_memory(r) for r in rows]
+        if _needs_python_check(flt):
+            mems = [m for m in mems if metadata_matches(m.metadata, flt)]
+        return mems
+
+    # -- leases ------------------------------------------------------------------------
+
+    def acquire_lease(self, key: str, holder: str, ttl_ms: int) -> Lease:
+        """Grant ``key`` to ``holder`` for ``ttl_ms`` with the key's next fencing token.
+
+        Serialised per key by a transaction-scoped advisory lock (the row may not exist
+        yet); times are the server's clock. Raises :class:`LeaseHeldError` while another
+        grant of the key is live.
+        """
+        k, h, ttl = check_lease_args(key, holder, ttl_ms)
+
+        def tx(cur: Any) -> Lease:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [k])
+            cur_lease = _lease(cur, k, " FOR UPDATE")
+            now = _server_now(cur)
+            if cur_lease is not None and cur_lease.live(now):
+                raise held_error(cur_lease, now)
+            new = Lease(k, h, (cur_lease.token if cur_lease else 0) + 1, now, now + ttl / 1000.0)
+            cur.execute(
+                f"INSERT INTO leases ({_LEASE_COLS}) VALUES (%s, %s, %s, %s, %s, NULL)"
+                " ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, token = excluded.token,"
+                " acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, released_at = NULL",
+                [new.key, new.holder, new.token, new.acquired_at, new.expires_at],
+            )
+            return new
+
+        return self._run(tx, write=True)
+
+    def release_lease(self, key: str, token: int) -> Lease:
+        """End the live grant ``token`` of ``key`` (:class:`StaleFenceError` if it is not live)."""
+        fence = Fence(check_lease_args(key, "-", 1)[0], token)
+
+        def tx(cur: Any) -> Lease:
+            cur_lease = _lease(cur, fence.key, " FOR UPDATE")
+            now = _server_now(cur)
+            check_fence(fence, cur_lease, now)
+            assert cur_lease is not None
+            cur.execute("UPDATE leases SET released_at = %s WHERE key = %s", [now, fence.key])
+            return Lease(cur_lease.key, cur_lease.holder, cur_lease.token, cur_lease.acquired_at, cur_lease.expires_at, now)
+
+        return self._run(tx, write=True)
+
+    def get_lease(self, key: str) -> Lease | None:
+        """The latest grant of ``key`` (live or ended), or ``None`` if it was never granted."""
+        rows = self._read(f"SELECT {_LEASE_COLS} FROM leases WHERE key = %s", [key])
+        return Lease(*rows[0]) if rows else None
+
+    def leases(self, prefix: str = "") -> list[Lease]:
+        """Every key's latest grant whose key starts with ``prefix``."""
+        rows = self._read(
+            f"SELECT {_LEASE_COLS} FROM leases WHERE left(key, %s) = %s ORDER BY key", [len(prefix), prefix]
+        )
+        return [Lease(*r) for r in rows]
+
+    # -- housekeeping ----------------------------------------------------------------
+
+    def health(self) -> Health:
+        """Counts, table size, schema version and whether vectors match the current embedder."""
+        now = time.time()
+        total, live, deleted, expired, stale, size = self._read(
+            "SELECT count(*), count(*) FILTER (WHERE deleted_at = 0 AND (expires_at IS NULL OR expires_at > %s)),"
+            " count(*) FILTER (WHERE deleted_at <> 0),"
+            " count(*) FILTER (WHERE deleted_at = 0 AND expires_at IS NOT NULL AND expires_at <= %s),"
+            " count(*) FILTER (WHERE deleted_at = 0 AND (embedder IS DISTINCT FROM %s OR embedding IS NULL)),"
+            " pg_total_relation_size('memories') + pg_total_relation_size('leases') FROM memories",
+            [now, now, self.embedder.model_id],
+        )[0]
+        meta = self._meta()
+        return Health(
+            status="ok",
+            total=int(total),
+            live=int(live),
+            deleted=int(deleted),
+            expired=int(expired),
+            backend=self.backend,
+            path=self.path,
+            size_bytes=int(size),
+            schema_version=int(meta.get("schema_version", PG_SCHEMA_VERSION)),
+            embedder=self.embedder.model_id,
+            dimension=self.embedder.dimension,
+            stored_embedder=meta.get("embedder"),
+            needs_reindex=meta.get("embedder") != self.embedder.model_id or int(stale) > 0,
+            extra={"relevance_floor": getattr(self.embedder, "relevance_floor", None), "stale_vectors": int(stale)},
+        )
+
+    def vacuum(self) -> dict[str, Any]:
+        """``VACUUM (ANALYZE)`` the tables; returns sizes before/after."""
+        before = self.health().size_bytes
+        try:
+            with self._pool.connection() as conn:
+                conn.execute("VACUUM (ANALYZE) memories")
+                conn.execute("VACUUM (ANALYZE) leases")
+        except self._psycopg.Error as exc:
+            raise StoreError(f"vacuum failed: {self._reason(exc)}") from None
+        return {"status": "ok", "size_before": before, "size_after": self.health().size_bytes}
+
+    def reindex(self, *, progress: Progress | None = None) -> int:
+        """Re-embed every live memory not embedded by the current model; resumable batch by batch."""
+        model = self.embedder.model_id
+        pending = "FROM memories WHERE deleted_at = 0 AND (embedder IS DISTINCT FROM %s OR embedding IS NULL)"
+        total = int(self._read(f"SELECT count(*) {pending}", [model])[0][0])
+        done = 0
+        while True:
+            rows = self._read(f"SELECT seq, content {pending} ORDER BY seq LIMIT 256", [model])
+            if not rows:
+                break
+            vecs = self._vectors_for([r[1] for r in rows])
+
+            def tx(cur: Any, rows: list[Any] = rows, vecs: list[Any] = vecs) -> None:
+                cur.executemany(
+                    "UPDATE memories SET embedder = %s, embedding = %s, content_hash = %s WHERE seq = %s",
+                    [(model, v, h, r[0]) for r, (h, v) in zip(rows, vecs, strict=True)],
+                )
+
+            self._run(tx, write=True)
+            done += len(rows)
+            if progress is not None:
+                progress(len(rows), total)
+
+        def switch(cur: Any) -> None:
+            cur.execute("UPDATE store_meta SET value = %s WHERE key = 'embedder'", [model])
+            cur.execute("UPDATE store_meta SET value = %s WHERE key = 'dimension'", [str(self.embedder.dimension)])
+            cur.execute("UPDATE store_meta SET value = (value::bigint + 1)::text WHERE key = 'epoch'")
+            ensure_vector_index(cur, model, self.embedder.dimension)
+            cur.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'memories' AND indexname LIKE 'ix\\_memories\\_hnsw\\_%%'"
+                " AND schemaname = current_schema()"
+            )
+            for (name,) in cur.fetchall():
+                if name != vector_index_name(model):
+                    cur.execute(f'DROP INDEX IF EXISTS "{name}"')
+
+        self._run(switch, write=True)
+        return done
+
+    def dump(self, scope: ScopeFilter | None = None) -> Iterator[Memory]:
+        """Every row in ``scope``, forgotten and expired ones included (a backup is complete)."""
+        where, params = _scope_filter_sql(check_scope_filter(scope))
+        last = 0
+        while True:
+            rows = self._read(
+                f"SELECT {_COLS} FROM memories m WHERE m.seq > %s{where} ORDER BY m.seq LIMIT 1000", [last, *params]
+            )
+            if not rows:
+                return
+            for row in rows:
+                yield _memory(row)
+            last = rows[-1][0]
+
+    def load(self, memories: Iterable[Memory], *, progress: Progress | None = None) -> tuple[int, int]:
+        """Insert exported memories keeping ids and times; ids already present are skipped.
+
+        Returns ``(imported, skipped)``. All or nothing: every memory is checked and
+        every live one embedded (or given an equal-content vector) first, then all rows
+        go in one transaction (``ON CONFLICT DO NOTHING`` for ids another process added).
+        """
+        mems = list(memories)
+        for m in mems:
+            check_no_secrets(m.content, m.metadata, record=m.id, scope=m)
+        ids = list(dict.fromkeys(m.id for m in mems))
+        have: set[str] = set()
+        for start in range(0, len(ids), 5000):
+            have.update(r[0] for r in self._read("SELECT id FROM memories WHERE id = ANY(%s)", [ids[start : start + 5000]]))
+        fresh = list({m.id: m for m in mems if m.id not in have}.values())
+        live = [m for m in fresh if m.deleted_at is None]
+        total = len(mems)
+        vectors = self._vectors_for([m.content for m in live], progress=(lambda n: progress(n, total)) if progress else None)
+        vecs = dict(zip((m.id for m in live), vectors, strict=True))
+        rows = []
+        for m in fresh:
+            h, v = vecs.get(m.id, (content_hash(m.content), None))
+            rows.append(self._row(m, h, v))
+
+        def tx(cur: Any) -> int:
+            n = 0
+            for start in range(0, len(rows), 1000):
+                cur.executemany(self._insert_sql(skip_existing=True) + " RETURNING 1", rows[start : start + 1000], returning=True)
+                while True:
+                    n += len(cur.fetchall())
+                    if not cur.nextset():
+                        break
+            return n
+
+        imported = self._run(tx, write=True) if rows else 0
+        if progress is not None:
+            progress(total - len(live), total)
+        return imported, total - imported
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> PostgresMemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

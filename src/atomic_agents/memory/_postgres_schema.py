@@ -1,0 +1,131 @@
+"""The PostgreSQL schema: versioned, forward-only migrations applied on open under an advisory lock.
+
+``store_meta.schema_version`` records the last migration applied. Opening a store takes
+``pg_advisory_xact_lock`` on one fixed key, reads the version, applies the missing
+migrations and records the new version, all in one transaction (PostgreSQL DDL is
+transactional): several processes opening a fresh database at once serialise on the lock,
+the first creates everything, the others find it done. A database from a newer package
+is refused (:class:`SchemaVersionError`); nothing is ever migrated backwards.
+
+The vector index is per embedding model: an HNSW index (cosine) on
+``embedding::vector(<dimension>)``, partial on ``embedder = '<model>'``, so vectors of
+one dimension share one index and a store can be re-embedded with another model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from ..exceptions import SchemaVersionError
+
+__all__ = ["PG_SCHEMA_VERSION", "TS_CONFIG", "ensure_schema", "ensure_vector_index", "vector_index_name"]
+
+#: Bumped by each entry appended to ``_MIGRATIONS``; never edit a shipped migration.
+PG_SCHEMA_VERSION = 1
+#: English stemming without stopwords (SQLite's porter tokenizer keeps stopwords too).
+TS_CONFIG = "atomic_agents_english"
+# Two-int advisory lock key: (a constant for this package, 1 = schema).
+_SCHEMA_LOCK = (0x41A6E7, 1)
+
+_MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE EXTENSION IF NOT EXISTS vector",
+        "CREATE TABLE IF NOT EXISTS store_meta (key text PRIMARY KEY, value text NOT NULL)",
+        "CREATE TEXT SEARCH DICTIONARY atomic_agents_stem (TEMPLATE = snowball, LANGUAGE = english)",
+        f"CREATE TEXT SEARCH CONFIGURATION {TS_CONFIG} (COPY = pg_catalog.english)",
+        f"ALTER TEXT SEARCH CONFIGURATION {TS_CONFIG} ALTER MAPPING FOR asciiword, asciihword, hword_asciipart,"
+        " word, hword, hword_part, numword, numhword, hword_numpart WITH atomic_agents_stem",
+        # metadata: the exact JSON text written (returned as is: 1.0 stays 1.0) and a JSONB
+        # copy that equality filters use (``@>`` served by the GIN index).
+        f"""CREATE TABLE memories (
+            seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id           text NOT NULL UNIQUE,
+            content      text NOT NULL,
+            metadata     text NOT NULL DEFAULT '{{}}',
+            meta         jsonb NOT NULL DEFAULT '{{}}',
+            agent_id     text NOT NULL,
+            user_id      text NOT NULL,
+            org_id       text NOT NULL,
+            workspace_id text NOT NULL,
+            created_at   double precision NOT NULL,
+            updated_at   double precision NOT NULL,
+            expires_at   double precision,
+            deleted_at   double precision NOT NULL DEFAULT 0,
+            content_hash text NOT NULL,
+            embedder     text,
+            embedding    vector,
+            search_text  text NOT NULL,
+            tsv          tsvector GENERATED ALWAYS AS (to_tsvector('{TS_CONFIG}'::regconfig, search_text)) STORED
+        )""",
+        "CREATE INDEX ix_memories_scope ON memories (agent_id, user_id, org_id, workspace_id, deleted_at, created_at)",
+        "CREATE INDEX ix_memories_workspace ON memories (org_id, workspace_id, created_at)",
+        "CREATE INDEX ix_memories_hash ON memories (content_hash)",
+        "CREATE INDEX ix_memories_expires ON memories (expires_at) WHERE expires_at IS NOT NULL",
+        "CREATE INDEX ix_memories_meta ON memories USING gin (meta jsonb_path_ops)",
+        "CREATE INDEX ix_memories_tsv ON memories USING gin (tsv)",
+        # One row per lease key: its latest grant. ``token`` only grows (fencing tokens).
+        """CREATE TABLE leases (
+            key         text PRIMARY KEY,
+            holder      text NOT NULL,
+            token       bigint NOT NULL,
+            acquired_at double precision NOT NULL,
+            expires_at  double precision NOT NULL,
+            released_at double precision
+        )""",
+    ],
+}
+
+
+def vector_index_name(model: str) -> str:
+    return "ix_memories_hnsw_" + hashlib.sha256(model.encode("utf-8")).hexdigest()[:16]
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def ensure_vector_index(cur: Any, model: str, dimension: int) -> None:
+    """The HNSW (cosine) index serving semantic search for ``model``'s vectors (created once)."""
+    if not isinstance(dimension, int) or not 0 < dimension <= 2000:
+        raise ValueError(f"embedding dimension {dimension!r} is outside what an HNSW index takes (1..2000)")
+    name = vector_index_name(model)
+    cur.execute(
+        f"CREATE INDEX IF NOT EXISTS {name} ON memories USING hnsw ((embedding::vector({dimension})) vector_cosine_ops)"
+        f" WHERE embedder = {_literal(model)}"
+    )
+
+
+def ensure_schema(conn: Any, embedder_id: str, dimension: int) -> dict[str, str]:
+    """Apply missing migrations under the schema lock; returns ``store_meta`` (one transaction)."""
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", _SCHEMA_LOCK)
+        cur.execute("SELECT to_regclass('store_meta') IS NOT NULL")
+        exists = bool(cur.fetchone()[0])
+        meta: dict[str, str] = {}
+        if exists:
+            cur.execute("SELECT key, value FROM store_meta")
+            meta = dict(cur.fetchall())
+        version = int(meta.get("schema_version", "0"))
+        if version > PG_SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"memory store schema {version} is newer than this package understands ({PG_SCHEMA_VERSION})",
+                version=version,
+            )
+        for v in range(version + 1, PG_SCHEMA_VERSION + 1):
+            for stmt in _MIGRATIONS[v]:
+                cur.execute(stmt)
+            cur.execute(
+                "INSERT INTO store_meta (key, value) VALUES ('schema_version', %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [str(v)],
+            )
+        if "embedder" not in meta:
+            meta = {"schema_version": str(PG_SCHEMA_VERSION), "embedder": embedder_id, "dimension": str(dimension), "epoch": "0"}
+            for k, val in meta.items():
+                cur.execute("INSERT INTO store_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", [k, val])
+        meta["schema_version"] = str(max(version, PG_SCHEMA_VERSION))
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", [vector_index_name(meta["embedder"])])
+        if not cur.fetchone()[0]:
+            ensure_vector_index(cur, meta["embedder"], int(meta["dimension"]))
+    return meta
