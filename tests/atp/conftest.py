@@ -47,8 +47,8 @@ def as_role(store: MemoryStore) -> Callable[[str], Ledger]:
 class Cli:
     """``atomic-agents`` in-process on a temporary SQLite store with the fake embedder."""
 
-    def __init__(self, capsys: pytest.CaptureFixture[str], root: Path) -> None:
-        self.capsys, self.root = capsys, root
+    def __init__(self, capsys: pytest.CaptureFixture[str], root: Path, backend: str = "sqlite") -> None:
+        self.capsys, self.root, self.backend = capsys, root, backend
 
     def __call__(self, *args: str, agent: str = "dispatcher", ok: bool = True) -> tuple[int, Any, str]:
         argv = [*args, "--agent-id", agent, "--project", str(self.root), "--json"]
@@ -75,4 +75,4 @@ def cli(request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str], tmp_
     for var in ("EDEN_AGENT_ID", "ATP_NON_INTERACTIVE", "CI"):
         monkeypatch.delenv(var, raising=False)
     (tmp_path / "project").mkdir()
-    return Cli(capsys, tmp_path / "project")
+    return Cli(capsys, tmp_path / "project", request.param)

@@ -177,6 +177,9 @@ def test_a_claim_granted_after_an_unclaimed_writer_looked_still_refuses_its_writ
 
 # -- CLI ---------------------------------------------------------------------------------
 def test_reading_commands_never_create_a_store(cli: Cli, tmp_path: Path) -> None:
+    if cli.backend == "postgres":  # a DSN names a running server: reading an empty one is an empty table
+        assert cli("team", "status")[1] == {"goals": []}
+        return
     db = Path(str(tmp_path / "store" / "memory.db"))
     for argv in (["team", "status"], ["team", "status", "--as-of", "2026-01-01T00:00:00Z"], ["team", "show", "g"], ["team", "doctor"]):
         code, out, _ = cli(*argv, ok=False)

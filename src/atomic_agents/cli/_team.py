@@ -49,8 +49,9 @@ def _ledger(*, reading: bool = False) -> Iterator[Any]:
         agent_id=option("agent_id"), user_id=option("user_id"),
     )  # fmt: skip
     if reading:
-        where = db_path() or default_db_path(agents_root())
-        if "://" not in str(where) and not Path(where).exists():
+        given = db_path() or os.environ.get("ATOMIC_AGENTS_DB")
+        where = given if given is not None else default_db_path(agents_root())
+        if "://" not in str(where) and not Path(where).exists():  # a DSN names a server: nothing to check here
             raise NotFoundError(f"no memory store at {where}: nothing has been recorded there yet", path=where)
     # The model (ATOMIC_AGENTS_EMBEDDER picks another) loads only when a write or recall embeds.
     store = open_store(db_path(), agents_root=agents_root(), embedder=default_embedder())

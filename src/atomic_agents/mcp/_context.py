@@ -33,20 +33,21 @@ class ServerConfig:
     or ``$ATOMIC_AGENTS_EMBEDDER``).
     """
 
-    db: Path | None = None
+    db: Path | str | None = None  # a file, or a postgresql:// DSN
     agents_root: Path = Path("agents")
     embedder: str | None = None
     project: Path = Path(".")
 
     @classmethod
     def from_env(
-        cls, *, db: Path | None = None, agents_root: Path | None = None, embedder: str | None = None,
+        cls, *, db: Path | str | None = None, agents_root: Path | None = None, embedder: str | None = None,
         project: Path | None = None,
     ) -> ServerConfig:  # fmt: skip
         env_db = os.environ.get("ATOMIC_AGENTS_DB") or os.environ.get("EDEN_DB")
         root = agents_root or Path(os.environ.get("ATOMIC_AGENTS_ROOT") or "agents")
         return cls(
-            db=db if db is not None else (Path(env_db) if env_db else None),
+            # a DSN stays a string (Path would fold its "//")
+            db=db if db is not None else ((env_db if "://" in env_db else Path(env_db)) if env_db else None),
             agents_root=root,
             embedder=embedder or os.environ.get("ATOMIC_AGENTS_EMBEDDER") or None,
             project=project or Path("."),
