@@ -139,3 +139,10 @@ def test_property_roundtrip_and_minimal_rewrite(meta: dict, changes: dict, body:
     for key in unchanged:
         single = render(parse(""), {key: meta[key]}, "").split("---\n")[1]
         assert single in text2
+
+
+def test_the_line_ending_is_the_openers_not_the_bodys() -> None:
+    # Found by the property test: an LF file whose body is a CRLF line was re-rendered in CRLF.
+    doc = parse(render(parse(""), {"a": None}, "\r\n"))
+    assert doc.newline == "\n" and render(doc, {"a": None, "b": 1}).startswith("---\na: null\nb: 1\n---\n")
+    assert parse("---\r\na: 1\r\n---\r\nbody\n").newline == "\r\n"

@@ -211,8 +211,9 @@ def parse(text: str, *, path: str | Path | None = None) -> Document:
     """Split ``text`` into frontmatter and body; raise :class:`FrontmatterParseError` with the line."""
     if text.startswith("\ufeff"):
         text = text[1:]
-    newline = "\r\n" if "\r\n" in text[:200] else "\n"
     first_end = text.find("\n")
+    # The file's line ending is its first line's (the frontmatter opener's), never the body's.
+    newline = "\r\n" if first_end > 0 and text[first_end - 1] == "\r" else "\n"
     first = text if first_end < 0 else text[:first_end]
     if first.rstrip("\r").rstrip() != "---":
         return Document(meta={}, body=text, newline=newline, path=Path(path) if path else None)
