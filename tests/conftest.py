@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests run derandomized (a fixed seed per test) so the same commit gives the same
+# verdict on every machine, CI included; `HYPOTHESIS_PROFILE=explore make test` searches anew.
+settings.register_profile("default", derandomize=True, deadline=None)
+settings.register_profile("explore", derandomize=False, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 from ._postgres import pg_dsn, pg_server  # noqa: F401  (fixtures: a real PostgreSQL server per session)
 
