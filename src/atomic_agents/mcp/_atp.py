@@ -8,9 +8,11 @@ answers are the JSON ``atomic-agents team ... --json`` prints.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import ValidationError
+from ..exceptions import UnsafePathError, ValidationError
 from ._tools import Args, ToolSpec, boolean, integer, obj, schema, string, strings
 
 if TYPE_CHECKING:
@@ -99,6 +101,34 @@ def approve(s: Services, a: Args) -> Any:
     return _written(s.ledger(a).approve(goal, approved_by=a.text("approved_by", required=True), token=a.integer("token")))
 
 
+def _charter_path(project: Path, given: str | None, *, home: Path | None = None) -> Path | None:
+    """The charter a call may name: a Markdown file inside the project folder, or the global ``~/.claude`` one.
+
+    A client (over HTTP, perhaps from another host) must not make the server read
+    any file it names. The check runs on the fully resolved path (``..`` and
+    symlinks followed) and before the file is looked at, so a refusal says nothing
+    about whether a file outside exists. ``None``: nothing named, the default search.
+    """
+    from ..atp._charter import CHARTER_PATH
+
+    if given is None:
+        return None
+    if "\x00" in given:
+        raise ValidationError("path must not contain NUL", field="path", rule="syntax")
+    p = Path(given).expanduser()
+    p = p if p.is_absolute() else project / p
+    real = Path(os.path.realpath(p))
+    global_charter = Path(os.path.realpath((home or Path.home()) / CHARTER_PATH))
+    if real != global_charter and not real.is_relative_to(project):
+        raise UnsafePathError(
+            f"the charter must be inside the project folder {project} (or be ~/{CHARTER_PATH}); nothing else is read",
+            path=given[:300], rule="outside-project",
+        )  # fmt: skip
+    if real.suffix.lower() != ".md":
+        raise UnsafePathError("a charter is a Markdown file (.md); nothing else is read", path=given[:300], rule="not-markdown")
+    return real
+
+
 def ratify_charter(s: Services, a: Args) -> Any:
     from ..atp._charter import find_charter, review_charter
 
@@ -107,8 +137,8 @@ def ratify_charter(s: Services, a: Args) -> Any:
         if not isinstance(why, str) or not why.strip() or not item.strip():
             raise ValidationError("each deferral is ITEM: REASON (a non-empty string)", field="deferrals", rule="syntax")
         deferrals.append((item.strip(), why.strip()))
-    project = s.config.project.resolve()
-    review = review_charter(find_charter(project, a.text("path")), project)
+    project = Path(os.path.realpath(s.config.project))
+    review = review_charter(find_charter(project, _charter_path(project, a.text("path"))), project)
     ledger = s.ledger(a)
     w = ledger.ratify_charter(review, rater=a.text("rater") or ledger.identity.user_id, deferrals=deferrals)
     return _written(w)
@@ -157,7 +187,7 @@ ATP_TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("atp_approve", "Authorise the step a goal waits on (pending_authorisation).",
              schema({**_ID, **_GOAL, "approved_by": string(), **_TOKEN}, ("goal_id", "approved_by")), approve),
     ToolSpec("atp_ratify_charter", "Ratify the project charter (hash, placeholder and roles check) as a record.",
-             schema({**_ID, "path": string("Default .claude/agentic-team-charter.md."), "rater": string(),
+             schema({**_ID, "path": string("A .md file in the project; default .claude/agentic-team-charter.md."), "rater": string(),
                      "deferrals": obj("Blocker -> reason for deferring it.")}), ratify_charter),
     ToolSpec("atp_claim", "Claim a goal for a role: a lease with a fencing token; refused while another is live.",
              schema({**_ID, **_GOAL, "role": _ROLE, "ttl_ms": integer("Default 30 min.", minimum=1)}, ("goal_id", "role")),
