@@ -1,6 +1,10 @@
 """`atomic-agents serve`: the MCP server (stdio, or loopback streamable HTTP with a bearer token).
 
-Parse, one library call (:func:`atomic_agents.mcp.serve_stdio` / ``serve_http``).
+Parse, one library call (:func:`atomic_agents.mcp._entry.run_server`). This typer
+command is the definition of the options and their help; a plain ``serve``
+command line is parsed before the typer app is built, by the lean parser in
+``mcp/_entry.py`` (same options, pinned by ``tests/mcp/test_entry.py``), so a
+spawned server answers ``initialize`` without importing typer or the CLI.
 The SDK is imported only when the server starts, so ``--help`` stays fast.
 """
 
@@ -25,18 +29,13 @@ def serve(
                          "token from ATOMIC_AGENTS_TOKEN, else generated and printed on stderr.")] = None,
     allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Allow --http on a non-loopback address.")] = False,
     log_level: Annotated[str, typer.Option("--log-level", metavar="LEVEL", envvar="ATOMIC_AGENTS_LOG_LEVEL",
-                         help="debug, info, warning or error (logs go to stderr).")] = "warning",
+                         help="debug, info, warning, error or critical (logs go to stderr).")] = "warning",
 ) -> None:  # fmt: skip
-    from ..mcp import ServerConfig, serve_http, serve_stdio
-    from ..mcp._server import configure_logging
+    from ..mcp._entry import run_server
 
-    configure_logging(log_level)
-    config = ServerConfig.from_env(db=db_path(), agents_root=agents_root() if option("agents_root") or os.environ.get("ATOMIC_AGENTS_ROOT") else None,
-                                   embedder=option("embedder"), project=option("project") or Path("."))  # fmt: skip
-    if http is None:
-        serve_stdio(config)
-    else:
-        serve_http(config, http, allow_remote=allow_remote, log_level=log_level.lower())
+    run_server(http=http, allow_remote=allow_remote, log_level=log_level, db=db_path(),
+               agents_root=agents_root() if option("agents_root") or os.environ.get("ATOMIC_AGENTS_ROOT") else None,
+               embedder=option("embedder"), project=option("project") or Path("."))  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:
