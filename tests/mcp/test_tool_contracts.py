@@ -63,8 +63,21 @@ def test_every_tool_is_pinned_by_name_parameters_and_hints(server: McpClient) ->
         assert t.description and len(t.description) <= 160, t.name  # short: the list is paid for in tokens
 
 
-def test_destructive_bulk_tools_need_an_explicit_confirmation(server: McpClient) -> None:
-    prune = next(t for t in server.list_tools() if t.name == "eden_prune")
+#: Destructive tools without a confirmation argument: eden-memory's own signatures, which ATP's prompts call
+#: as they are (spec: eden-memory-interface.md). Each is a soft delete: of the one record the call names by id,
+#: or of memories whose TTL passed (already hidden from every read). Any other destructive tool needs `confirm`.
+EDEN_SOFT_DELETES = {"eden_forget", "eden_forget_expired"}
+
+
+def test_destructive_tools_need_an_explicit_confirmation(server: McpClient) -> None:
+    tools = server.list_tools()
+    destructive = {t.name for t in tools if t.annotations.destructive_hint}
+    assert destructive == EDEN_SOFT_DELETES | {"eden_prune"}
+    for t in tools:
+        if t.name in destructive - EDEN_SOFT_DELETES:
+            assert t.input_schema["properties"].get("confirm", {}).get("type") == "boolean", t.name
+            assert "confirm" not in t.input_schema.get("required", []), t.name  # absent = not confirmed: a dry run
+    prune = next(t for t in tools if t.name == "eden_prune")
     assert {"confirm", "dry_run"} <= set(prune.input_schema["properties"])
 
 
