@@ -167,3 +167,18 @@ def test_python_m_atomic_agents_mcp_serves(tmp_path: Path) -> None:
     out = _run([sys.executable, "-m", "atomic_agents.mcp", "--agents-root", str(root)], (json.dumps(INIT) + "\n").encode())
     assert out.returncode == 0 and json.loads(out.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "atomic-agents"
     assert not root.exists()  # initialize opens nothing: the store and the vault wait for a tool call
+
+
+def test_an_sdk_layout_the_lean_import_does_not_know_falls_back_to_the_ordinary_import() -> None:
+    code = """
+import sys, types
+from atomic_agents.mcp import _sdk
+_sdk._deferred = lambda name: types.ModuleType(name)  # a 'package' without a path: its submodules cannot load
+assert _sdk.import_server_modules() is False
+from mcp.server.lowlevel import Server
+from mcp import ClientSession
+assert "mcp.client" in sys.modules and hasattr(sys.modules["mcp"], "__path__")
+print("ok")
+"""
+    out = _run([sys.executable, "-c", code])
+    assert out.returncode == 0 and out.stdout.strip() == b"ok", out.stderr[-2000:]
