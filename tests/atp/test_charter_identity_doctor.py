@@ -150,3 +150,10 @@ def test_capitalised_roles_and_string_id_lists_are_read(as_role, store: MemorySt
     assert views[1].input_ids == [goal]
     assert as_role("x").decide(g).next_role == "builder"
     assert any("read as goal_receipt" in f.problem for f in as_role("x").doctor())
+
+
+def test_roles_the_charter_declares_active_must_be_active_in_the_config(cli: Cli) -> None:
+    _project(cli, CHARTER + "Active roles: dispatcher, builder, verifier, archivist, researcher\n",
+             ["dispatcher", "builder", "verifier", "archivist"])  # fmt: skip
+    rec = cli("team", "charter", "--non-interactive")[1]["record"]
+    assert rec["proceed"] is False and any("makes researcher active" in b for b in rec["blockers"])

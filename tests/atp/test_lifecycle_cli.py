@@ -206,3 +206,15 @@ def test_identity_must_be_set(cli: Cli, monkeypatch: object) -> None:
     finally:
         mp.undo()
     assert code == 1 and "EDEN_ORG_ID" in err and out["rule"] == "identity"
+
+
+def test_a_goal_started_with_its_terms_is_handed_off_from_the_start(cli: Cli) -> None:
+    _, out, _ = cli("team", "start", "Rotate the logs", "--success-criteria", "old logs gone",
+                    "--deadline", "2026-12-09T12:00:00Z", "--escalation-trigger", "disk fills")  # fmt: skip
+    goal = out["goal_id"]
+    _, c, _ = cli("team", "continue", goal, agent="router")
+    assert (c["next_role"], len(c["written"])) == ("dispatcher", 2)  # run log + hand-off
+    row = _status(cli, goal)
+    assert (row["deadline"], row["escalation_trigger"], row["next_stage"]) == ("2026-12-09T12:00:00Z", "disk fills", "plan")
+    code, err_out, _ = cli("team", "start", "bad deadline", "--deadline", "tomorrow", ok=False)
+    assert code == 1 and err_out["field"] == "deadline"

@@ -32,6 +32,7 @@ PLACEHOLDER = re.compile(
     r"<(PROJECT_NAME|PROJECT_PATH|DEFAULT_BRANCH|ORG_ID|WORKSPACE_ID|Short description|One-sentence|Boundary [0-9]+|TODO|FIXME|EXAMPLE)"
 )
 _EXAMPLE = re.compile(r"(?i)^\s*(?:>\s*)?(?:example\b|e\.g\.,? replace|<!--.*(?:template|example))")
+_ACTIVE_LINE = re.compile(r"(?i)^\s*(?:[-*]\s*)?(?:\*\*)?active[ _-]roles?(?:\*\*)?\s*[:=]\s*(.+)$")
 _GATE = re.compile(r"(?i)(approv|authori[sz]|gate|gating|permission|sign[- ]off)")
 
 
@@ -95,6 +96,15 @@ def review_charter(path: Path, project_dir: Path) -> CharterReview:
             blockers.append(f"active role {role!r} in the team config is not an ATP role")
         elif role not in words:
             blockers.append(f"active role {role} (team config) is not named in the charter")
+    # The other direction: roles the charter itself declares active ("Active roles: a, b") must be
+    # active in the config too.
+    for n, line in enumerate(lines, 1):
+        m = _ACTIVE_LINE.match(line)
+        if m is None:
+            continue
+        for role in sorted(set(re.findall(r"[a-z]+", m.group(1).lower())) & set(Role.__members__.values())):
+            if cfg and role not in active:
+                blockers.append(f"line {n}: the charter makes {role} active, the team config does not")
     if "runtime" in active or "runtime" in words:
         if not any("runtime" in ln.lower() and _GATE.search(ln) for ln in lines):
             warnings.append("runtime gating not stated (who approves live operations)")

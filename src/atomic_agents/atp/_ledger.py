@@ -278,12 +278,17 @@ class Ledger:
         mode: str = Mode.LITE.value,
         goal_id: str | None = None,
         extra: Mapping[str, Any] | None = None,
+        **terms: str | None,
     ) -> Written:
-        """Write the goal record of a new goal (lite unless ``mode="full"``)."""
+        """Write the goal record of a new goal (lite unless ``mode="full"``).
+
+        ``terms``: ``success_criteria``, ``deadline``, ``escalation_trigger``, if known at the start.
+        """
         gid = goal_id or f"{_slug(request)}-{new_record_id()[-6:]}"
         data = {
             "request": request, "requester": requester, "constraints": list(constraints),
             "package_type": package_type, "mode": mode, **({"extra": dict(extra)} if extra else {}),
+            **{k: v for k, v in terms.items() if v is not None},
         }  # fmt: skip
         return self.write(Kind.GOAL.value, gid, data)
 
@@ -470,9 +475,13 @@ class Ledger:
 
 
 def _terms_source(work: Sequence[RecordView]) -> RecordView | None:
-    """The latest dispatch instruction (or plan record, in lite mode) a hand-off copies from."""
+    """The latest dispatch instruction (or plan record, in lite mode) a hand-off copies from;
+    before either exists, a goal record that was started with all three terms."""
     for r in reversed(work):
         if r.kind in (Kind.DISPATCH, Kind.PLAN):
+            return r
+    for r in work:
+        if r.kind == Kind.GOAL and all(r.get(t) for t in _TERMS):
             return r
     return None
 

@@ -108,6 +108,15 @@ class GoalRecord(Record):
     constraints: TextList = Field(default_factory=list)
     package_type: PackageType = PackageType.BUILD
     mode: Mode | None = Mode.LITE
+    #: Optional terms set at the start; with all three, the first hand-off can copy them.
+    success_criteria: str | None = Field(default=None, max_length=8000)
+    deadline: str | None = None
+    escalation_trigger: str | None = Field(default=None, max_length=2000)
+
+    @field_validator("deadline")
+    @classmethod
+    def _deadline(cls, v: str | None) -> str | None:
+        return _iso8601(v)
 
     def headline(self) -> str:
         return f"goal_record: {self.request}"

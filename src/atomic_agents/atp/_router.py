@@ -205,9 +205,9 @@ def _planned_role(work: list[RecordView]) -> str:
 
 
 def _terms(work: list[RecordView]) -> tuple[str | None, str | None]:
-    """Deadline and escalation trigger in force: from the newest dispatch, plan or hand-off."""
+    """Deadline and escalation trigger in force: from the newest dispatch, plan, hand-off or goal record."""
     for r in reversed(work):
-        if r.kind in (Kind.DISPATCH, Kind.PLAN, Kind.HAND_OFF) and (r.get("deadline") or r.get("escalation_trigger")):
+        if r.kind in (Kind.DISPATCH, Kind.PLAN, Kind.HAND_OFF, Kind.GOAL) and (r.get("deadline") or r.get("escalation_trigger")):
             return _str(r.get("deadline")), _str(r.get("escalation_trigger"))
     return None, None
 

@@ -140,10 +140,14 @@ def start(
     package_type: Annotated[str, typer.Option("--package-type", help="research, build, run, verify or archive.")] = "build",
     full: Annotated[bool, typer.Option("--full", help="Full mode: all seven stages.")] = False,
     goal_id: Annotated[str | None, typer.Option("--goal-id", help="Choose the goal id (a UUID or slug).")] = None,
+    success_criteria: Annotated[str | None, typer.Option("--success-criteria", help="What done looks like, if known now.")] = None,
+    deadline: Annotated[str | None, typer.Option("--deadline", help="ISO 8601 deadline, if known now.")] = None,
+    escalation_trigger: Annotated[str | None, typer.Option("--escalation-trigger", help="When to escalate, if known now.")] = None,
 ) -> None:
     with _ledger() as ledger:
         w = ledger.start(text, requester=requester or ledger.identity.user_id, constraints=constraint or [],
-                         package_type=package_type, mode="full" if full else "lite", goal_id=goal_id)  # fmt: skip
+                         package_type=package_type, mode="full" if full else "lite", goal_id=goal_id,
+                         success_criteria=success_criteria, deadline=deadline, escalation_trigger=escalation_trigger)  # fmt: skip
     emit({"goal_id": w.goal_id, "record_id": w.id, "record": w.record}, wants_json(), lambda: _print(f"started {w.goal_id} ({w.record['mode']} mode), goal_record {w.id}"))
 
 
