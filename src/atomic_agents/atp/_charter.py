@@ -99,10 +99,10 @@ def review_charter(path: Path, project_dir: Path) -> CharterReview:
     # The other direction: roles the charter itself declares active ("Active roles: a, b") must be
     # active in the config too.
     for n, line in enumerate(lines, 1):
-        m = _ACTIVE_LINE.match(line)
-        if m is None:
+        declared = _ACTIVE_LINE.match(line)
+        if declared is None:
             continue
-        for role in sorted(set(re.findall(r"[a-z]+", m.group(1).lower())) & set(Role.__members__.values())):
+        for role in sorted(set(re.findall(r"[a-z]+", declared.group(1).lower())) & set(Role.__members__.values())):
             if cfg and role not in active:
                 blockers.append(f"line {n}: the charter makes {role} active, the team config does not")
     if "runtime" in active or "runtime" in words:
