@@ -183,3 +183,47 @@ def test_real_model_mirror_recalls_a_paraphrase(agent: Agent, tmp_path: Path, re
         assert hits[0].score >= 0.45
     finally:
         real.close()
+
+
+def test_sync_holds_the_write_lock_so_a_write_never_lands_under_a_stale_mirror(
+        agents_root: Path, store: SQLiteMemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A vault write racing a sync: the write waits for the sync, and its hook has the last word."""
+    import threading
+
+    from atomic_agents.bridge import _mirror
+
+    agent, _ = Vault(agents_root).init_agent("finance")
+    agent.new_note(draft("debt_order", description="avalanche order"), today=TODAY)
+    (agent.memory_dir / "feedback_debt_order.md").write_text(  # a hand edit the sync must mirror
+        (agent.memory_dir / "feedback_debt_order.md").read_text().replace("avalanche order", "hand edited order"))
+    writer_store = SQLiteMemoryStore(store.path, embedder=HashingEmbedder(), durable=False)
+    writer = Vault(agents_root, write_hooks=[MirrorHook(writer_store, today=lambda: TODAY)]).agent("finance")
+    done = threading.Event()
+
+    def write() -> None:
+        writer.update("feedback_debt_order.md", {"description": "snowball order"}, today=TODAY)
+        done.set()
+
+    real_parse = _mirror._parse_unit
+    thread = threading.Thread(target=write)
+    landed_during_sync: list[bool] = []
+
+    def parse_then_race(path: Path, unit_type: str, data: bytes) -> Any:
+        note = real_parse(path, unit_type, data)  # the sync has read the hand-edited bytes
+        if not thread.is_alive() and not done.is_set():
+            thread.start()
+            landed_during_sync.append(done.wait(1.0))  # without the lock the write (and its hook) lands now
+        return note
+
+    monkeypatch.setattr(_mirror, "_parse_unit", parse_then_race)
+    try:
+        sync(agent, store, today=TODAY)
+        thread.join(10)
+        assert landed_during_sync == [False] and done.is_set()
+        monkeypatch.setattr(_mirror, "_parse_unit", real_parse)
+        content, _ = mirror(store, agent)["memory/feedback_debt_order.md"]
+        assert "snowball order" in content  # the mirror holds the file as it is now
+        again = sync(agent, store, today=TODAY)
+        assert (again.updated, again.added, again.removed, again.unchanged) == ([], [], [], 1)
+    finally:
+        writer_store.close()

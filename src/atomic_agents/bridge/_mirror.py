@@ -174,7 +174,14 @@ def sync(
     (['memory/feedback_debt_order.md'], 0)
     """
     agent.require()
-    today = today or dt.date.today()
+    # Under the agent's write lock: a vault write (whose hook mirrors it) cannot land between
+    # this sync reading a file and writing its memory, so the mirror never goes back to old text.
+    with agent.locked():
+        return _sync(agent, store, rebuild=rebuild, today=today or dt.date.today(), progress=progress)
+
+
+def _sync(agent: Agent, store: MemoryStore, *, rebuild: bool, today: dt.date,
+          progress: Callable[[int, int], None] | None) -> SyncReport:
     scope = mirror_scope(agent)
     report = SyncReport(agent.name)
     stale = agent.path / MIRROR_STALE
