@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -186,7 +187,7 @@ def _always(agent: Agent) -> list[ContextPart]:
                 lines += ["", "Write paths (own folder only):", *(f"- {x}" for x in cfg.write_paths)]
             parts.append(_part("tools", "tools.md", "\n".join(lines), "tools.md hard NOs and write paths: always loaded"))
     for unit_type in ("memory", "wiki"):
-        for i, note in enumerate(agent.list_notes(pinned=True, unit_type=unit_type)):
+        for i, note in enumerate(agent.pinned_notes(unit_type)):
             rel = _rel(agent, note)
             parts.append(_part("pinned", rel, _note_text(note, f"## Pinned: {note.name} ({rel})"), "pinned: always loaded", order=i))
     return parts
@@ -197,7 +198,12 @@ def _index_parts(agent: Agent) -> list[ContextPart]:
     main = _read(agent, agent.memory_dir / "INDEX.md")
     if main:
         parts.append(_part("index", "memory/INDEX.md", main, "INDEX: the agent's map of its memory"))
-    subs = sorted(p for p in agent.memory_dir.glob("INDEX_*.md") if p.is_file())
+    try:  # one pass over the folder in C (a pathlib glob matches 10,000 note names in Python)
+        with os.scandir(agent.memory_dir) as it:
+            subs = sorted(agent.memory_dir / e.name for e in it
+                          if e.name.startswith("INDEX_") and e.name.endswith(".md") and e.is_file())
+    except FileNotFoundError:
+        subs = []
     for i, p in enumerate(subs):
         text = _read(agent, p)
         if text:

@@ -214,6 +214,12 @@ class Agent:
         """Notes in filename order; superseded ones are skipped unless asked for."""
         return self.list_units(include_superseded=include_superseded, type=type, pinned=pinned, unit_type=unit_type)[0]
 
+    def pinned_notes(self, unit_type: UnitType = "memory") -> list[Note]:
+        """``list_notes(pinned=True, unit_type=...)`` without parsing every note (a stat per file; see :mod:`._pinned`)."""
+        from ._pinned import pinned_notes  # noqa: PLC0415 - only context assembly needs it
+
+        return pinned_notes(self, unit_type)
+
     def list_units(
         self,
         *,
