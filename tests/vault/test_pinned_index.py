@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from atomic_agents.bridge import context
-from atomic_agents.vault import Agent, NoteDraft, Vault
-from atomic_agents.vault import _pinned
+from atomic_agents.vault import Agent, NoteDraft, Vault, _pinned
 
 TODAY = dt.date(2026, 5, 6)
 
