@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._extensions import provide
 from ._schema import CURRENT_SCHEMA_VERSION
 from .exceptions import (
     AtomicAgentsError,
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from .vault import Agent, NoteDraft, Vault, WikiDraft
 
 __version__ = "0.1.0"
+
+# The composition root wires the parts that may not import each other (see _extensions).
+provide("agent.context", "atomic_agents.bridge:context")
 
 # The vault (pydantic models, YAML) loads on first use, not on `import atomic_agents`:
 # `atomic-agents --help`, `--version` and the memory commands never pay for it.

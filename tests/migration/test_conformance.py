@@ -175,7 +175,7 @@ def test_must7_unbumped_unit_fails_names_script_and_unit_and_rolls_back(agents_r
 def test_must7_apply_unit_raises_atomic_agents_error(agents_root: Path, make_harness) -> None:
     make_vault(agents_root, version=None, agents=("caldwell",))
     write_script(agents_root, "v0_to_v1.py", LAZY)
-    from atomic_agents.migration._scripts import load_script
+    from atomic_agents._format._scripts import load_script
 
     script = load_script(agents_root / "_migrations" / "v0_to_v1.py")
     b = make_harness(agents_root).backend

@@ -314,7 +314,7 @@ def test_multi_step_chain_runs_in_order(agents_root: Path, monkeypatch) -> None:
     from ._vault import V1_TO_V2_GENTLE
 
     # The package only adopts v2 when CURRENT_SCHEMA_VERSION is bumped: do that here.
-    monkeypatch.setattr("atomic_agents.vault._validate.CURRENT_SCHEMA_VERSION", 2)
+    monkeypatch.setattr("atomic_agents._format._validate.CURRENT_SCHEMA_VERSION", 2)
     make_vault(agents_root, version=None, agents=("caldwell",))
     write_wiki(agents_root, "caldwell", "already_v1", version=1)
     write_script(agents_root, "v0_to_v1.py", V0_TO_V1)

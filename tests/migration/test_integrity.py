@@ -19,9 +19,9 @@ from atomic_agents.exceptions import UnsafePathError
 from atomic_agents._schema import CURRENT_SCHEMA_VERSION
 from atomic_agents.exceptions import MigrationError
 from atomic_agents.migration import FilesystemMigrationBackend, MigrationSnapshotRef, parse_target_version
-from atomic_agents.migration._scripts import load_script
+from atomic_agents._format._scripts import load_script
 from atomic_agents.migration._units import FileUnit, version_of
-from atomic_agents.vault._units import meta_version
+from atomic_agents._format._units import meta_version
 
 from ._vault import V0_TO_V1, make_vault, tree, write_note, write_script
 

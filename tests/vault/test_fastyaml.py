@@ -9,8 +9,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from atomic_agents.vault._fastyaml import emit_key, fast_load
-from atomic_agents.vault._frontmatter import _Loader
+from atomic_agents._format._fastyaml import emit_key, fast_load
+from atomic_agents._format._frontmatter import _Loader
 
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=25)
 _scalar = st.one_of(_text, st.integers(-10**9, 10**9), st.booleans(), st.none(),
@@ -87,7 +87,7 @@ _messy_line = st.one_of(
 @given(lines=st.lists(_messy_line, max_size=8))
 def test_fast_path_agrees_with_pyyaml_on_messy_text(lines: list[str]) -> None:
     from atomic_agents.exceptions import FrontmatterParseError
-    from atomic_agents.vault._frontmatter import load_yaml
+    from atomic_agents._format._frontmatter import load_yaml
 
     text = "\n".join(lines) + "\n"
     fast = fast_load(text)

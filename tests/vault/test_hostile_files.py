@@ -17,7 +17,7 @@ import pytest
 from atomic_agents.exceptions import EncodingError, FrontmatterParseError, UnsafeNameError, ValidationError
 from atomic_agents.migration import FilesystemMigrationBackend
 from atomic_agents.vault import Agent, Vault, append_log, query_logs
-from atomic_agents.vault._frontmatter import load_yaml, parse
+from atomic_agents._format._frontmatter import load_yaml, parse
 
 from .conftest import TODAY, draft, tree_digest
 

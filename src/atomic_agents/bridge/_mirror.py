@@ -32,7 +32,7 @@ from ..exceptions import FrontmatterParseError, UnsafePathError, ValidationError
 from ..memory import MAX_CONTENT_CHARS, Memory, MemoryStore, Scope
 from ..vault import Agent, Note
 from ..vault._agent import MIRROR_STALE
-from ..vault._frontmatter import parse
+from .._format._frontmatter import parse
 
 __all__ = ["MIRROR_USER", "LazyMirrorHook", "MirrorHook", "NoteHit", "SyncReport", "mirror_scope", "search", "sync", "unit_memory"]
 

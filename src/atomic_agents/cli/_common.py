@@ -62,7 +62,7 @@ ENV_ROOT = "ATOMIC_AGENTS_ROOT"
 
 # ----------------------------------------------------------------- choices
 # Help lists them and a wrong value is a usage error (exit 2). The values are the
-# spec's (atomic_agents.vault._models, ._log); kept as literals here so that
+# spec's (atomic_agents._format._models, ._log); kept as literals here so that
 # `--help` does not import the pydantic models. tests/cli pins them equal.
 class NoteType(str, enum.Enum):
     user = "user"

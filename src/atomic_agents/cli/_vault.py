@@ -169,7 +169,7 @@ def new(
 
 def _parse_set(pairs: list[str]) -> dict[str, Any]:
     from ..exceptions import FrontmatterParseError
-    from ..vault._frontmatter import load_yaml
+    from .._format._frontmatter import load_yaml
 
     changes: dict[str, Any] = {}
     for pair in pairs:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..exceptions import MigrationError, MigrationRollbackUnavailable, MigrationSnapshotNotFound
 from ._filesystem import FilesystemMigrationBackend
 from ._protocol import MigratableUnit, MigrationBackend
-from ._scripts import parse_target_version
+from .._format._scripts import parse_target_version
 from ._types import (
     LoadedScript,
     MigrationCapabilities,
@@ -34,7 +34,7 @@ from ._types import (
     UnparseableUnit,
 )
 from ._units import MemoryUnit
-from ._upgrade import upgrade_meta
+from .._format._upgrade import upgrade_meta
 
 __all__ = [
     "FilesystemMigrationBackend",

@@ -24,7 +24,7 @@ from ._commit import GroupCommit
 from ._layout import UNIT_FOLDERS, covers_unit, is_agent_name, is_unit_name
 from ._protocol import MigratableUnit
 from ._runner import RunnerMixin
-from ._scripts import list_scripts
+from .._format._scripts import list_scripts
 from ._snapshot import create_snapshot, list_snapshot_names, resolve_snapshot, restore_snapshot, sweep_staging
 from ._types import (
     MigrationCapabilities,

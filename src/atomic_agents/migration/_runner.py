@@ -32,7 +32,7 @@ from ..exceptions import (
 )
 from ._audit import make_event, new_run_id
 from ._protocol import MigratableUnit
-from ._scripts import MIGRATIONS_DIR, build_plan, parse_target_version
+from .._format._scripts import MIGRATIONS_DIR, build_plan, parse_target_version
 from ._types import (
     LoadedScript,
     MigrationCapabilities,
@@ -148,7 +148,7 @@ def validate_units(
     One ``{"unit_id", "error"}`` dict per problem (the reference implementation's
     shape), plus ``field`` for a field that failed and ``line`` for a parse error.
     """
-    from ..vault import validate_note_meta, validate_wiki_meta
+    from .._format._validate import validate_note_meta, validate_wiki_meta
 
     errors: list[dict[str, Any]] = []
     for unit in units:

@@ -8,7 +8,6 @@ satisfy :class:`~atomic_agents.migration.MigratableUnit`.
 
 from __future__ import annotations
 
-import copy
 import os
 import datetime as dt
 from collections.abc import Callable
@@ -18,28 +17,17 @@ from typing import Any
 
 from .._io import atomic_write
 from .._text import read_text
-from ..vault import _frontmatter as fm
-from ..vault._units import meta_version
+from .._format import _frontmatter as fm
+from .._format._units import MemoryUnit, _Handle, copy_meta, meta_version
 from ._types import UnitChange
 
 __all__ = ["FileUnit", "MemoryUnit", "ParseCache", "copy_meta", "diff_meta", "peek", "version_of"]
 
 
-def copy_meta(value: Any) -> Any:
-    """Deep copy of YAML-shaped data (dicts, lists, immutable scalars and dates); ~10x faster than deepcopy."""
-    if isinstance(value, dict):
-        return {k: copy_meta(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copy_meta(v) for v in value]
-    if isinstance(value, (str, int, float, bool, type(None), dt.date)):
-        return value
-    return copy.deepcopy(value)
-
-
 def version_of(meta: dict[str, Any]) -> int | None:
     """The unit's schema version (MUST 1): ``0`` when the key is absent (legacy), None when malformed.
 
-    The one rule, shared with the vault (:func:`atomic_agents.vault._units.meta_version`).
+    The one rule, shared with the vault (:func:`atomic_agents._format._units.meta_version`).
     """
     return meta_version(meta)
 
@@ -65,26 +53,6 @@ class ParseCache:
 
     def clear(self) -> None:
         self._docs.clear()
-
-
-class _Handle:
-    """The read-only identity every MigratableUnit handle exposes (set once, in __init__)."""
-
-    _unit_id: str
-    _unit_type: str
-    _dry_run: bool
-
-    @property
-    def unit_id(self) -> str:
-        return self._unit_id
-
-    @property
-    def unit_type(self) -> str:
-        return self._unit_type
-
-    @property
-    def dry_run(self) -> bool:
-        return self._dry_run
 
 
 class FileUnit(_Handle):
@@ -161,53 +129,6 @@ class FileUnit(_Handle):
             self._inflight = self._writer(self._unit_id, text.encode("utf-8"))
         # The next read parses exactly the bytes written, so MUST 7 checks what the file holds.
         self._text, self._doc = text, None
-
-
-class MemoryUnit(_Handle):
-    """A unit held in memory: writes replace the held mapping, nothing touches disk.
-
-    On a dry-run handle a write changes nothing a read returns (spec handle
-    table); :meth:`pending_meta` says what it was given.
-
-    >>> u = MemoryUnit("note-1", "memory", {"name": "x"})
-    >>> u.write_frontmatter({"name": "y", "schema_version": 1}); u.read_frontmatter()["name"]
-    'y'
-    >>> d = MemoryUnit("note-2", "memory", {"name": "x"}, dry_run=True)
-    >>> d.write_frontmatter({"name": "y"}); d.read_frontmatter()["name"], d.pending_meta()["name"]
-    ('x', 'y')
-    """
-
-    __slots__ = ("_unit_id", "_unit_type", "_dry_run", "_meta", "_pending", "_original")
-
-    def __init__(self, unit_id: str, unit_type: str, meta: dict[str, Any], *, dry_run: bool = False) -> None:
-        self._unit_id = unit_id
-        self._unit_type = unit_type
-        self._dry_run = dry_run
-        self._meta = copy_meta(meta)
-        self._original = copy_meta(meta)
-        self._pending: dict[str, Any] | None = None
-
-    def read_frontmatter(self) -> dict[str, Any]:
-        return copy_meta(self._meta)
-
-    def peek_frontmatter(self) -> dict[str, Any]:
-        """The held mapping without a copy (read-only use)."""
-        return self._meta
-
-    def write_frontmatter(self, meta: dict[str, Any]) -> None:
-        if not isinstance(meta, dict):
-            raise TypeError(f"write_frontmatter expects a dict, got {type(meta).__name__}")
-        if self._dry_run:
-            self._pending = copy_meta(meta)
-        else:
-            self._meta = copy_meta(meta)
-
-    def original_meta(self) -> dict[str, Any]:
-        return self._original
-
-    def pending_meta(self) -> dict[str, Any] | None:
-        """What the last dry-run write was given (reads never see it); None if nothing."""
-        return self._pending
 
 
 def peek(unit: Any) -> dict[str, Any]:

@@ -11,15 +11,15 @@
 from __future__ import annotations
 
 from ._agent import Agent, WriteHook
-from ._frontmatter import Document, parse, read, render
+from .._format._frontmatter import Document, parse, read, render
 from ._index import Entry, Index, parse_entry
 from ._journal import JournalItem, append_journal, journal_items, journal_path
 from ._lint import LintReport, lint_agent
 from ._log import LogEntry, LogQueryResult, append_log, query_logs
-from ._models import CONFIDENCE_LEVELS, NOTE_TYPES, NoteMeta, WikiMeta
+from .._format._models import CONFIDENCE_LEVELS, NOTE_TYPES, NoteMeta, WikiMeta
 from ._persona import ModelConfig, ToolsConfig, parse_model_md, parse_tools_md, scaffold
 from ._units import Note, NoteDraft, WikiDraft
-from ._validate import Issue, validate_note_meta, validate_wiki_meta
+from .._format._validate import Issue, validate_note_meta, validate_wiki_meta
 from ._vault import Vault, promote_journal_item
 
 __all__ = [

@@ -24,13 +24,13 @@ from .._io import (FileLock, atomic_write, atomic_write_many, make_dirs, read_no
                   sweep_stale_temps, write_in_place)
 from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, UnsafePathError, ValidationError
 from ._cache import ParseCache, stamp_of
-from ._frontmatter import Document, read, render_document
+from .._format._frontmatter import Document, read, render_document
 from ._index import ARCHIVE, PROMOTED, Index, Wanted, is_persona_ref, section_for
 from ._lint import check_units, guess_titles
 from ._names import check_agent_name, check_topic, safe_child
 from ._units import Note, NoteDraft, UnitType, WikiDraft, order_meta
 from ._upgrade import upgrade_for_write
-from ._validate import Issue, raise_first_error, validate_note_meta, validate_wiki_meta
+from .._format._validate import Issue, raise_first_error, validate_note_meta, validate_wiki_meta
 
 __all__ = ["MIRROR_STALE", "Agent", "WriteHook"]
 
@@ -442,15 +442,17 @@ class Agent:
     def context(self, *args: Any, **kwargs: Any) -> Any:
         """The system prompt this agent runs with: :func:`atomic_agents.bridge.context` for this agent.
 
-        The vault never imports the memory store: the bridge (above both) is
-        imported here, on first call, so ``import atomic_agents.vault`` stays light.
+        The vault imports no part above it: context assembly (in the bridge,
+        above the vault and the memory store) is wired to the ``agent.context``
+        extension point by the package root and resolved on first call, so
+        ``import atomic_agents.vault`` stays light.
 
         >>> ctx = agent.context(query="debt order", budget=2000)  # doctest: +SKIP
         >>> print(ctx.text)                                        # doctest: +SKIP
         """
-        from ..bridge import context  # noqa: PLC0415 - the bridge sits above the vault
+        from .._extensions import resolve  # noqa: PLC0415
 
-        return context(self, *args, **kwargs)
+        return resolve("agent.context")(self, *args, **kwargs)
 
     def _apply(self, idx: Index, unit_type: UnitType, writes: list[_Write], today: dt.date) -> dict[str, str]:
         for w in writes:

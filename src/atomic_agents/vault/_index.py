@@ -16,8 +16,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._format._models import INDEX_SECTIONS
+from .._format._validate import title_problem
 from .._text import read_text
-from ._models import INDEX_SECTIONS
 
 __all__ = [
     "ARCHIVE", "PROMOTED", "Entry", "Index", "Wanted", "is_persona_ref", "norm_title", "parse_entry",
@@ -56,30 +57,6 @@ _SUBINDEX = re.compile(r"^INDEX_[a-z0-9_]+\.md$")
 def norm_title(title: str) -> str:
     """A title as an INDEX line holds it: words joined by single spaces (what :func:`format_entry` writes)."""
     return " ".join(title.split())
-
-
-def title_problem(title: str) -> str | None:
-    """Why ``title`` cannot be an INDEX title, or ``None`` if it can.
-
-    An entry is one line: a title cannot hold a line break (newline, carriage
-    return, U+2028 ...) or another control character (tab included). Every
-    other character round-trips: backticks and brackets are escaped by
-    :func:`format_entry`, and runs of spaces are compared as one space.
-
-    >>> title_problem("Run `make test` first") is None
-    True
-    >>> title_problem("two\\nlines")
-    'contains a newline; an INDEX entry is one line'
-    """
-    import unicodedata
-
-    if not title.strip():
-        return "is blank"
-    for ch in title:
-        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
-            what = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(ch, f"the control character U+{ord(ch):04X}")
-            return f"contains {what}; an INDEX entry is one line"
-    return None
 
 
 _PERSONA_FILE = re.compile(r"^(?:persona/)?(?:[A-Z][A-Z0-9_]*)\.md$")

@@ -26,7 +26,7 @@ from ..exceptions import FrontmatterParseError, UnsafePathError, ValidationError
 from ._cache import ParseCache
 from ._index import PROMOTED, is_persona_ref, norm_title
 from ._units import Note, UnitType
-from ._validate import NOTE_FILENAME, Issue, validate_note_meta, validate_wiki_meta
+from .._format._validate import NOTE_FILENAME, Issue, validate_note_meta, validate_wiki_meta
 
 if TYPE_CHECKING:
     from ._agent import Agent

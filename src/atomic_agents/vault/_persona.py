@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .._io import atomic_write, make_dirs
 from .._text import read_text
 from ..exceptions import EncodingError, ValidationError
-from ._validate import Issue
+from .._format._validate import Issue
 
 if TYPE_CHECKING:
     from ._agent import Agent

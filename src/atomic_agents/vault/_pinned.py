@@ -40,7 +40,7 @@ from .._io import atomic_write, make_dirs, read_nofollow
 from .._text import decode
 from ..exceptions import FrontmatterParseError, NotFoundError, UnsafePathError
 from ._cache import RACY_NS, _package_version, stamp_of
-from ._frontmatter import parse
+from .._format._frontmatter import parse
 from ._units import Note, UnitType
 
 __all__ = ["pinned_notes"]

@@ -8,30 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .._schema import CURRENT_SCHEMA_VERSION, LEGACY_SCHEMA_VERSION
-from ._frontmatter import Document, read
-from ._models import KEY_ORDER, parse_date
+from .._format._frontmatter import Document, read
+from .._format._models import KEY_ORDER, parse_date
+from .._format._units import meta_version
+from .._schema import CURRENT_SCHEMA_VERSION
 
 __all__ = ["Note", "NoteDraft", "UnitType", "WikiDraft", "meta_version", "order_meta"]
 
 UnitType = Literal["memory", "wiki"]
-
-
-def meta_version(meta: dict[str, Any]) -> int | None:
-    """The unit's schema version (spec MUST 1), the one rule the vault and the migration runner share.
-
-    No ``schema_version`` key at all: a legacy file, version ``0``. The key
-    present but not a non-negative integer (``"1"``, ``1.5``, ``null``,
-    ``true``, ``-1``): malformed, ``None``, left out of the vault's minimum
-    and reported, never read as legacy.
-
-    >>> meta_version({}), meta_version({"schema_version": 1}), meta_version({"schema_version": "1"})
-    (0, 1, None)
-    """
-    if "schema_version" not in meta:
-        return LEGACY_SCHEMA_VERSION
-    v = meta["schema_version"]
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 def order_meta(meta: dict[str, Any]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ def upgrade_for_write(agents_root: Path, meta: dict[str, Any], *, unit_type: Uni
         )
     scripts = agents_root / "_migrations"
     if (scripts / f"v{version}_to_v{version + 1}.py").exists():
-        from ..migration import upgrade_meta  # noqa: PLC0415 - the vault only needs it for old files
+        from .._format._upgrade import upgrade_meta  # noqa: PLC0415 - only old files need the script chain
 
         return dict(upgrade_meta(agents_root, dict(meta), unit_type=unit_type, unit_id=str(path)))
     if version == LEGACY_SCHEMA_VERSION and CURRENT_SCHEMA_VERSION == 1:

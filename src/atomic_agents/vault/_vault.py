@@ -14,7 +14,7 @@ from ._lint import LintReport, lint_agent
 from ._names import SNAKE
 from ._persona import scaffold
 from ._units import Note, NoteDraft
-from ._validate import Issue
+from .._format._validate import Issue
 
 __all__ = ["Vault", "promote_journal_item"]
 

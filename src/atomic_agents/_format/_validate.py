@@ -17,7 +17,6 @@ from pydantic import ValidationError as PydanticValidationError
 
 from .._schema import CURRENT_SCHEMA_VERSION
 from ..exceptions import ValidationError
-from ._index import title_problem
 from ._models import NOTE_TYPES, NoteMeta, WikiMeta
 
 __all__ = [
@@ -59,6 +58,30 @@ class Issue:
 
 
 _REQUIRED = ("schema_version", "name", "description", "type", "captured", "last_seen", "sources", "confidence")
+
+
+def title_problem(title: str) -> str | None:
+    """Why ``title`` cannot be an INDEX title, or ``None`` if it can.
+
+    An entry is one line: a title cannot hold a line break (newline, carriage
+    return, U+2028 ...) or another control character (tab included). Every
+    other character round-trips: backticks and brackets are escaped by
+    :func:`format_entry`, and runs of spaces are compared as one space.
+
+    >>> title_problem("Run `make test` first") is None
+    True
+    >>> title_problem("two\\nlines")
+    'contains a newline; an INDEX entry is one line'
+    """
+    import unicodedata
+
+    if not title.strip():
+        return "is blank"
+    for ch in title:
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            what = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(ch, f"the control character U+{ord(ch):04X}")
+            return f"contains {what}; an INDEX entry is one line"
+    return None
 
 
 def _map_pydantic(exc: PydanticValidationError, meta: dict[str, Any], path: str | None) -> list[Issue]:

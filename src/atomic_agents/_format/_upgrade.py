@@ -16,7 +16,8 @@ from typing import Any
 from .._schema import CURRENT_SCHEMA_VERSION
 from ..exceptions import MigrationError
 from ._scripts import MIGRATIONS_DIR, build_plan
-from ._units import MemoryUnit, version_of
+from ._units import MemoryUnit
+from ._units import meta_version as version_of
 
 __all__ = ["upgrade_meta"]
 
