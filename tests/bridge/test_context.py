@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,21 @@ def test_cli_context_and_vault_search(agents_root: Path, capsys: pytest.CaptureF
     assert {p["kind"] for p in data["parts"]} >= {"persona", "pinned", "index"}
     code, _, err = run("context", "fin", "--budget", "10")
     assert code == 1 and "persona/IDENTITY.md" in err and "Traceback" not in err
+
+
+def test_sub_indexes_symlinked_inside_are_read_and_out_of_the_root_refused(filled: Agent, agents_root: Path) -> None:
+    from atomic_agents.exceptions import UnsafePathError
+
+    (agents_root / "shared.md").write_text("# Shared sub-index\n\r\n- `Shared` — inside\r\n", encoding="utf-8")
+    (filled.memory_dir / "INDEX_shared.md").symlink_to(agents_root / "shared.md")
+    (filled.memory_dir / "INDEX_folder.md").mkdir()  # not a file: no part
+    os.mkfifo(filled.memory_dir / "INDEX_fifo.md")  # never opened for a blocking read
+    ctx = context(filled, budget=100_000, today=TODAY)
+    subs = {p.source: p.text for p in ctx.parts if p.kind == "sub_index"}
+    assert subs == {"memory/INDEX_archive.md": "# Archive sub-index\n\n- `Old` — old note",
+                    "memory/INDEX_shared.md": "# Shared sub-index\n\n- `Shared` — inside"}
+    outside = agents_root.parent / "outside.md"
+    outside.write_text("# Secret\n", encoding="utf-8")
+    (filled.memory_dir / "INDEX_out.md").symlink_to(outside)
+    with pytest.raises(UnsafePathError):
+        context(filled, budget=100_000, today=TODAY)

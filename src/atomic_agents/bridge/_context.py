@@ -23,15 +23,17 @@ names every one with its size. Same files, store and arguments: same output.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._io import resolve_inside
-from .._text import read_text
+from .._io import open_dir, resolve_inside
+from .._text import decode, read_text
 from ..exceptions import ContextBudgetError, NotFoundError, UnsafePathError, ValidationError
 from ..vault import Agent, Note, parse_model_md, parse_tools_md
 from ._tokens import TOKENIZER_NAME, count_tokens
@@ -198,17 +200,42 @@ def _index_parts(agent: Agent) -> list[ContextPart]:
     main = _read(agent, agent.memory_dir / "INDEX.md")
     if main:
         parts.append(_part("index", "memory/INDEX.md", main, "INDEX: the agent's map of its memory"))
-    try:  # one pass over the folder in C (a pathlib glob matches 10,000 note names in Python)
-        with os.scandir(agent.memory_dir) as it:
-            subs = sorted(agent.memory_dir / e.name for e in it
-                          if e.name.startswith("INDEX_") and e.name.endswith(".md") and e.is_file())
+    try:  # names in C (a pathlib glob matches 10,000 note names in Python)
+        names = sorted(n for n in os.listdir(agent.memory_dir) if n.startswith("INDEX_") and n.endswith(".md"))
     except FileNotFoundError:
-        subs = []
-    for i, p in enumerate(subs):
-        text = _read(agent, p)
-        if text:
-            parts.append(_part("sub_index", f"memory/{p.name}", text, "sub-index pointed to by INDEX.md", order=i))
+        names = []
+    if not names:
+        return parts
+    dfd = open_dir(agent.agents_root, agent.memory_dir)  # the folder checked once: inside the root
+    try:
+        for i, name in enumerate(names):
+            text = _read_sub(agent, dfd, name)
+            if text:
+                parts.append(_part("sub_index", f"memory/{name}", text, "sub-index pointed to by INDEX.md", order=i))
+    finally:
+        os.close(dfd)
     return parts
+
+
+def _read_sub(agent: Agent, dfd: int, name: str) -> str | None:
+    """A sub-index read relative to the checked folder; a symlinked one is resolved and checked as any file."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0), dir_fd=dfd)  # a FIFO never blocks
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.EISDIR):
+            raise
+        return _read(agent, agent.memory_dir / name)  # a symlink (checked there) or a folder (None)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None  # a folder or a device named like a sub-index: not one
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read()
+    text = decode(data, path=agent.memory_dir / name)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.strip()
 
 
 def _recalled(agent: Agent, store: MemoryStore, query: str, limit: int, skip: set[str], today: dt.date) -> list[ContextPart]:
