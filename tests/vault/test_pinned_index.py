@@ -56,7 +56,7 @@ def test_equal_to_the_full_scan_through_hand_edits(agent: Agent, agents_root: Pa
     monkeypatch.setattr(_pinned, "RACY_NS", racy_window)
     fast, slow = both(agent)
     assert fast == slow and len(fast) > 5
-    assert (agents_root / "_cache" / "vault" / "finance.pinned.json").is_file()
+    assert (agents_root / "_cache" / "vault" / "finance.memory.pinned.json").is_file()
     mem = agent.memory_dir
     # an in-place edit that keeps size and mtime (only the ctime tells): unpinned -> pinned
     target = next(p for p in sorted(mem.glob("reference_*.md")) if "pinned: false" in p.read_text())
@@ -110,10 +110,13 @@ def test_vault_writes_and_wiki_pages(agent: Agent) -> None:
 
 def test_a_damaged_foreign_or_missing_index_is_rebuilt(agent: Agent, agents_root: Path) -> None:
     expected = both(agent)[1]
-    index = agents_root / "_cache" / "vault" / "finance.pinned.json"
-    for damage in ("not json", json.dumps({"format": 99}), json.dumps({"format": 1, "package": "x", "units": {}}),
-                   json.dumps({"format": 1, "package": _pinned._package_version(),
-                               "units": {"memory": {"reference_topic_0000.md": [1, 2]}}})):
+    index = agents_root / "_cache" / "vault" / "finance.memory.pinned.json"
+    version = _pinned._package_version()
+    for damage in ("not json", "[]", json.dumps({"format": 99}),
+                   json.dumps({"format": 2, "package": "x", "stamps": {}, "pinned": [], "racy": {}}),
+                   json.dumps({"format": 2, "package": version, "stamps": {"reference_topic_0000.md": [1, 2]},
+                               "pinned": [], "racy": {}}),
+                   json.dumps({"format": 2, "package": version, "stamps": {}, "pinned": "x", "racy": {}})):
         index.write_text(damage)
         assert both(agent)[0] == expected
     index.unlink()
@@ -149,7 +152,7 @@ def test_a_stale_flag_with_a_matching_stamp_is_caught_only_by_the_racy_digest(ag
 def test_context_uses_it_and_stays_identical(agent: Agent) -> None:
     (agent.path / "model.md").write_text("# MODEL\n\n## Token budget\n- Max system prompt: 100000 tokens\n")
     first = context(agent, today=TODAY).to_json()
-    index = agent.agents_root / "_cache" / "vault" / "finance.pinned.json"
+    index = agent.agents_root / "_cache" / "vault" / "finance.memory.pinned.json"
     assert index.is_file()
     assert context(agent, today=TODAY).to_json() == first
     index.unlink()

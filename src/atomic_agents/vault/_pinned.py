@@ -22,7 +22,7 @@ The pinned notes themselves are then read in full from their files (the file
 is the truth: a note that no longer parses, or is no longer pinned, is left
 out just as the slow path leaves it out). The result equals
 ``list_notes(pinned=True, unit_type=...)`` for the same files; the index is an
-optimisation only, lives in ``<agents_root>/_cache/vault/<agent>.pinned.json``
+optimisation only, lives in ``<agents_root>/_cache/vault/<agent>.<memory|wiki>.pinned.json``
 (regeneratable, left out of snapshots), and a missing, damaged, foreign or
 unwritable index just means every file is parsed once more.
 """
@@ -39,68 +39,88 @@ from typing import Any
 from .._io import atomic_write, make_dirs, read_nofollow
 from .._text import decode
 from ..exceptions import FrontmatterParseError, NotFoundError, UnsafePathError
-from ._cache import RACY_NS, _package_version, stamp_of
+from ._cache import RACY_NS, _package_version
 from .._format._frontmatter import parse
 from ._units import Note, UnitType
 
 __all__ = ["pinned_notes"]
 
-_FORMAT = 1
-_PINNED, _NOT_PINNED = 1, 0
+_FORMAT = 2
 
 
 def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _index_path(agent: Any) -> Any:
-    return agent.agents_root / "_cache" / "vault" / f"{agent.name}.pinned.json"
+def _stamp_text(st: os.stat_result) -> str:
+    # one string per file: 10,000 entries load as strings, not lists the garbage collector has to walk
+    return f"{st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
 
 
-def _load(agent: Any) -> dict[str, Any]:
-    with contextlib.suppress(OSError, ValueError, TypeError, KeyError, RecursionError, UnsafePathError):
-        data = json.loads(read_nofollow(_index_path(agent), root=agent.agents_root).decode("utf-8"))
-        if data.get("format") == _FORMAT and data.get("package") == _package_version() and isinstance(data["units"], dict):
-            return data["units"]
-    return {}
+def _index_path(agent: Any, unit_type: str) -> Any:
+    return agent.agents_root / "_cache" / "vault" / f"{agent.name}.{unit_type}.pinned.json"
 
 
-def _save(agent: Any, units: dict[str, Any]) -> None:
-    payload = json.dumps({"format": _FORMAT, "package": _package_version(), "units": units}, separators=(",", ":"))
-    path = _index_path(agent)
+class _Index:
+    """``stamps``: name -> stamp text; ``pinned``: names pinned and live; ``racy``: name -> digest of the parsed bytes."""
+
+    def __init__(self, stamps: dict[str, str], pinned: set[str], racy: dict[str, str]) -> None:
+        self.stamps, self.pinned, self.racy = stamps, pinned, racy
+
+
+def _load(agent: Any, unit_type: str) -> _Index:
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError, RecursionError, AttributeError, UnsafePathError):
+        data = json.loads(read_nofollow(_index_path(agent, unit_type), root=agent.agents_root).decode("utf-8"))
+        if data.get("format") == _FORMAT and data.get("package") == _package_version():
+            stamps, pinned, racy = data["stamps"], data["pinned"], data["racy"]
+            if (isinstance(stamps, dict) and isinstance(pinned, list) and isinstance(racy, dict)
+                    and all(isinstance(v, str) for v in stamps.values()) and all(isinstance(v, str) for v in racy.values())):
+                return _Index(stamps, {n for n in pinned if isinstance(n, str)}, racy)
+    return _Index({}, set(), {})
+
+
+def _save(agent: Any, unit_type: str, index: _Index) -> None:
+    payload = json.dumps({"format": _FORMAT, "package": _package_version(), "stamps": index.stamps,
+                          "pinned": sorted(index.pinned), "racy": index.racy}, separators=(",", ":"))
+    path = _index_path(agent, unit_type)
     with contextlib.suppress(OSError, UnsafePathError):  # a read-only vault or a symlinked _cache/: no index
         make_dirs(path.parent, root=agent.agents_root)
         atomic_write(path, payload, root=agent.agents_root, durable=False)
 
 
-def _look(folder: str, name: str, dfd: int, now: int) -> list[Any] | None:
-    """A fresh entry for one file: [ino, size, mtime, ctime, flag, digest-if-racy]; ``None`` if it is gone."""
+def _racy(st: os.stat_result, now: int) -> bool:
+    return now - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS
+
+
+def _look(folder: str, name: str, dfd: int, now: int, index: _Index) -> None:
+    """Read and parse one new or changed file and put its entry in ``index`` (or none if it is gone)."""
+    index.stamps.pop(name, None)
+    index.pinned.discard(name)
+    index.racy.pop(name, None)
     try:
         st = os.stat(name, dir_fd=dfd)  # follows a symlink the listing kept (one inside the root), as the scan does
         with open(os.path.join(folder, name), "rb") as fh:
             data = fh.read()
     except FileNotFoundError:
-        return None
-    stamp = stamp_of(st)
+        return
     path = os.path.join(folder, name)
     try:
         note = Note(path, "memory", parse(decode(data, path=path), path=path))
-        flag = _PINNED if note.pinned and note.superseded_by is None else _NOT_PINNED
+        if note.pinned and note.superseded_by is None:
+            index.pinned.add(name)
     except FrontmatterParseError:
-        flag = _NOT_PINNED  # the slow path skips a unit that does not parse
-    racy = now - max(stamp[2], stamp[3]) < RACY_NS
-    return [*stamp, flag, _digest(data) if racy else None]
+        pass  # the slow path skips a unit that does not parse
+    index.stamps[name] = _stamp_text(st)  # the stamp taken before the read: a later change shows as a new stamp
+    if _racy(st, now):
+        index.racy[name] = _digest(data)  # of the very bytes parsed
 
 
-def _still_same(folder: str, name: str, entry: list[Any], now: int) -> bool | None:
-    """A racy entry checked against the file's bytes: True (and no longer racy), False (changed), None (still racy)."""
+def _bytes_digest(folder: str, name: str) -> str | None:
     try:
         with open(os.path.join(folder, name), "rb") as fh:
-            if _digest(fh.read()) != entry[5]:
-                return False
+            return _digest(fh.read())
     except OSError:
-        return False
-    return True if now - max(entry[2], entry[3]) >= RACY_NS else None
+        return None
 
 
 def pinned_notes(agent: Any, unit_type: UnitType = "memory") -> list[Note]:
@@ -110,51 +130,45 @@ def pinned_notes(agent: Any, unit_type: UnitType = "memory") -> list[Note]:
     """
     folder = str(agent.folder(unit_type))
     names = agent._unit_names(unit_type)  # the listing the slow path uses: nothing that leads out of the root
-    units = _load(agent)
-    stored = units.get(unit_type)
-    old: dict[str, list[Any]] = stored if isinstance(stored, dict) else {}
-    fresh: dict[str, list[Any]] = {}
-    dirty = len(old) != len(names)
+    index = _load(agent, unit_type)
+    dirty = False
     now = time.time_ns()
     try:
         dfd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except FileNotFoundError:
         return []
     try:
+        seen = set(names)
+        for gone in [n for n in index.stamps if n not in seen]:  # not a unit any more
+            del index.stamps[gone]
+            index.pinned.discard(gone)
+            index.racy.pop(gone, None)
+            dirty = True
+        stamps = index.stamps
         for name in names:
-            entry = old.get(name)
             try:
                 st = os.stat(name, dir_fd=dfd)
             except FileNotFoundError:
+                _look(folder, name, dfd, now, index)  # removed while we looked: its entry goes
                 dirty = True
-                continue  # removed while we looked: not a unit any more
-            if (isinstance(entry, list) and len(entry) == 6 and entry[0] == st.st_ino and entry[1] == st.st_size
-                    and entry[2] == st.st_mtime_ns and entry[3] == st.st_ctime_ns):
-                if entry[5] is None:
-                    fresh[name] = entry
+                continue
+            if stamps.get(name) == _stamp_text(st):
+                known = index.racy.get(name)
+                if known is None:
                     continue
-                same = _still_same(folder, name, entry, now)
-                if same is not None:
-                    if same:
-                        fresh[name] = [*entry[:5], None]
+                if _bytes_digest(folder, name) == known:
+                    if not _racy(st, now):
+                        del index.racy[name]  # checked after the tick: from now on the stamp alone tells
                         dirty = True
-                        continue
-                else:
-                    fresh[name] = entry
                     continue
-            looked = _look(folder, name, dfd, now)
+            _look(folder, name, dfd, now, index)
             dirty = True
-            if looked is not None:
-                fresh[name] = looked
     finally:
         os.close(dfd)
     if dirty:
-        units[unit_type] = fresh
-        _save(agent, units)
+        _save(agent, unit_type, index)
     out: list[Note] = []
-    for name, entry in fresh.items():
-        if entry[4] != _PINNED:
-            continue
+    for name in sorted(index.pinned):
         try:
             note = agent.load(name, unit_type)  # the file is the truth
         except (NotFoundError, FrontmatterParseError, UnsafePathError):
