@@ -76,6 +76,10 @@ def test_vault_tools_write_read_list_index_lint(server: McpClient, workdir: Path
     assert report["counts"]["error"] == 0
     wiki = server.ok("vault_write_note", {**NOTE, "type": "wiki", "topic": "tax_strategy", "year": 2026})
     assert wiki["unit_type"] == "wiki"
+    # Each write was mirrored into the server's store at once (the agent's scope, user "vault").
+    found = server.ok("eden_search", {"agent_id": "finance", "user_id": "vault", "query": "avalanche motivation", "limit": 5})
+    paths = {r["metadata"]["path"] for r in found["results"]}
+    assert {"memory/feedback_debt_priority_order.md", "wiki/tax_strategy_2026.md"} <= paths
 
 
 def test_an_invalid_note_is_refused_and_nothing_is_written(server: McpClient, workdir: Path) -> None:

@@ -82,9 +82,16 @@ class Services:
         return Ledger(self.store(), ident)
 
     def vault(self) -> Vault:
+        """The vault, each write mirrored into the server's store (issue: every vault write keeps
+        the mirror current); a failing store marks the mirror stale and never fails the write."""
         from ..vault import Vault
 
-        return Vault(self.config.agents_root)
+        def mirror(agent: Any, unit_type: str, paths: list[Any]) -> None:
+            from ..bridge import MirrorHook
+
+            MirrorHook(self.store())(agent, unit_type, paths)
+
+        return Vault(self.config.agents_root, write_hooks=[mirror])
 
     def close(self) -> None:
         if self._store is not None:
