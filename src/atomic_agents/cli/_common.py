@@ -17,8 +17,6 @@ This module imports nothing heavy: ``--help`` and ``--version`` must stay fast.
 from __future__ import annotations
 
 import contextvars
-import dataclasses
-import datetime as dt
 import enum
 import errno
 import functools
@@ -31,6 +29,8 @@ from pathlib import Path
 from typing import Annotated, Any, Optional, TypeAlias
 
 import typer
+
+from .._json import to_jsonable
 
 __all__ = [
     "Confidence",
@@ -274,23 +274,6 @@ def reset_output_state() -> None:
 
 
 # ------------------------------------------------------------------ output
-def to_jsonable(obj: Any) -> Any:
-    """Turn models, dataclasses, paths and dates into plain JSON values."""
-    if hasattr(obj, "model_dump"):
-        return to_jsonable(obj.model_dump(mode="json"))
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, (dt.date, dt.datetime)):
-        return obj.isoformat()
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    return obj
 
 
 def dumps(data: Any) -> str:

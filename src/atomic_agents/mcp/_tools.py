@@ -12,14 +12,12 @@ tool list must not slow down ``initialize``.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import enum
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._json import to_jsonable
 from ..exceptions import ValidationError
 
 if TYPE_CHECKING:
@@ -191,20 +189,5 @@ def _json_type(value: Any) -> str:
 
 
 # --------------------------------------------------------------- rendering
-def jsonable(obj: Any) -> Any:
-    """Models, dataclasses, paths, dates and enums as plain JSON values (the CLI's ``--json`` rendering)."""
-    if hasattr(obj, "model_dump"):
-        return jsonable(obj.model_dump(mode="json"))
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, (dt.date, dt.datetime)):
-        return obj.isoformat()
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    return obj
+#: The CLI's ``--json`` rendering, shared (one function for both interfaces).
+jsonable = to_jsonable

@@ -33,6 +33,7 @@ from ..exceptions import (
 from ._audit import make_event, new_run_id
 from ._protocol import MigratableUnit
 from .._format._scripts import MIGRATIONS_DIR, build_plan, parse_target_version
+from .._format._units import _Handle
 from ._types import (
     LoadedScript,
     MigrationCapabilities,
@@ -94,7 +95,7 @@ def apply_script(unit: MigratableUnit, script: LoadedScript, dry_run: bool) -> d
     return summary
 
 
-class _Preview:
+class _Preview(_Handle):
     """The handle a dry run's scripts get: reads see the unit as the chain left it, writes are no-ops.
 
     The chain is previewed here, in the runner: after each script pass the
@@ -104,25 +105,14 @@ class _Preview:
     changes nothing a later ``read_frontmatter`` returns).
     """
 
-    __slots__ = ("_unit_id", "_unit_type", "_meta", "written")
+    __slots__ = ("_unit_id", "_unit_type", "_dry_run", "_meta", "written")
 
     def __init__(self, unit_id: str, unit_type: str, meta: dict[str, Any]) -> None:
         self._unit_id = unit_id
         self._unit_type = unit_type
+        self._dry_run = True
         self._meta = meta  # never mutated: reads hand out copies
         self.written: dict[str, Any] | None = None
-
-    @property
-    def unit_id(self) -> str:
-        return self._unit_id
-
-    @property
-    def unit_type(self) -> str:
-        return self._unit_type
-
-    @property
-    def dry_run(self) -> bool:
-        return True
 
     def read_frontmatter(self) -> dict[str, Any]:
         return copy_meta(self._meta)
