@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import ConflictError, EmbedderMismatchError, NotFoundError, StoreError, ValidationError
+from ..exceptions import ConflictError, EmbedderMismatchError, NotFoundError, StoreError
 from ._base import check_prune_target, check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new
 from ._embed import Embedder, content_hash
-from ._leases import Fence, Lease, check_fence, check_lease_args, held_error
+from ._leases import Fence, check_fence
+from ._sqlite_leases import SQLiteLeases, lease_row
 from ._matrix_cache import MIN_ROWS, load_snapshot, save_snapshot
 from ._models import (
     Health,
@@ -76,14 +77,6 @@ def _memory(row: Sequence[Any]) -> Memory:
 
 def _blob(vec: np.ndarray) -> bytes:
     return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
-
-
-_LEASE_SQL = "SELECT key, holder, token, acquired_at, expires_at, released_at FROM leases WHERE key = ?"
-
-
-def _lease(c: sqlite3.Connection, key: str) -> Lease | None:
-    row = c.execute(_LEASE_SQL, [key]).fetchone()
-    return Lease(*row) if row else None
 
 
 def _next_rev(c: sqlite3.Connection) -> int:
@@ -145,7 +138,7 @@ def _needs_python_check(filters: Mapping[str, Any]) -> bool:
     return any(isinstance(v, (dict, list)) for v in filters.values())
 
 
-class SQLiteMemoryStore:
+class SQLiteMemoryStore(SQLiteLeases):
     """A :class:`~atomic_agents.memory.MemoryStore` in one SQLite file; safe for many processes.
 
     ``durable=True`` (default) fsyncs every commit: a returned ``remember`` survives a
@@ -342,7 +335,7 @@ class SQLiteMemoryStore:
 
         def tx(c: sqlite3.Connection) -> None:
             if fence is not None:
-                check_fence(fence, _lease(c, fence.key), time.time())
+                check_fence(fence, lease_row(c, fence.key), time.time())
             if memory_id is not None and c.execute("SELECT 1 FROM memories WHERE id = ?", [mems[0].id]).fetchone():
                 raise ConflictError(f"a memory with id {mems[0].id} already exists")
             rev = _next_rev(c)
@@ -620,60 +613,6 @@ class SQLiteMemoryStore:
         if _needs_python_check(flt):
             mems = [m for m in mems if metadata_matches(m.metadata, flt)]
         return mems
-
-    # -- leases ------------------------------------------------------------------------
-
-    def acquire_lease(self, key: str, holder: str, ttl_ms: int) -> Lease:
-        """Grant ``key`` to ``holder`` for ``ttl_ms`` with the key's next fencing token.
-
-        Raises :class:`LeaseHeldError` while another grant of the key is live.
-        """
-        k, h, ttl = check_lease_args(key, holder, ttl_ms)
-
-        def tx(c: sqlite3.Connection) -> Lease:
-            now = time.time()
-            cur = _lease(c, k)
-            if cur is not None and cur.live(now):
-                raise held_error(cur, now)
-            new = Lease(k, h, (cur.token if cur else 0) + 1, now, now + ttl / 1000.0)
-            c.execute(
-                "INSERT INTO leases (key, holder, token, acquired_at, expires_at, released_at) VALUES (?, ?, ?, ?, ?, NULL)"
-                " ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, token = excluded.token,"
-                " acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, released_at = NULL",
-                [new.key, new.holder, new.token, new.acquired_at, new.expires_at],
-            )
-            return new
-
-        with self._lock:
-            return write_txn(self._conn, tx)
-
-    def release_lease(self, key: str, token: int) -> Lease:
-        """End the live grant ``token`` of ``key`` (:class:`StaleFenceError` if it is not live)."""
-        fence = Fence(check_lease_args(key, "-", 1)[0], token)
-
-        def tx(c: sqlite3.Connection) -> Lease:
-            now = time.time()
-            cur = _lease(c, fence.key)
-            check_fence(fence, cur, now)
-            assert cur is not None
-            c.execute("UPDATE leases SET released_at = ? WHERE key = ?", [now, fence.key])
-            return Lease(cur.key, cur.holder, cur.token, cur.acquired_at, cur.expires_at, now)
-
-        with self._lock:
-            return write_txn(self._conn, tx)
-
-    def get_lease(self, key: str) -> Lease | None:
-        """The latest grant of ``key`` (live or ended), or ``None`` if it was never granted."""
-        rows = self._read(_LEASE_SQL, [key])
-        return Lease(*rows[0]) if rows else None
-
-    def leases(self, prefix: str = "") -> list[Lease]:
-        """Every key's latest grant whose key starts with ``prefix``."""
-        rows = self._read(
-            "SELECT key, holder, token, acquired_at, expires_at, released_at FROM leases WHERE substr(key, 1, ?) = ?",
-            [len(prefix), prefix],
-        )
-        return [Lease(*r) for r in rows]
 
     # -- housekeeping ----------------------------------------------------------------
 
