@@ -67,8 +67,9 @@ def _within(real_root: str, real: str) -> bool:
     return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
-def resolve_inside(root: StrPath, path: StrPath, *, what: str = "path") -> str:
-    """``path`` with every symlink resolved; :class:`UnsafePathError` if that leaves ``root``.
+def resolve_inside(root: StrPath, path: StrPath, *, what: str = "path", naming: StrPath | None = None) -> str:
+    """``path`` with every symlink resolved; :class:`UnsafePathError` (naming ``naming``, else
+    ``path``) if that leaves ``root``.
 
     >>> resolve_inside("/tmp", "/etc/passwd")  # doctest: +SKIP
     Traceback (most recent call last):
@@ -79,7 +80,7 @@ def resolve_inside(root: StrPath, path: StrPath, *, what: str = "path") -> str:
     if not _within(real_root, real):
         raise UnsafePathError(
             f"{what} resolves to {real}, outside the agents root {real_root}; nothing outside the root is read or written",
-            path=path,
+            path=path if naming is None else naming,
             resolved=real,
             rule="outside-root",
         )
@@ -112,14 +113,7 @@ def open_dir(root: StrPath, directory: StrPath, *, create: bool = False, naming:
     elif not follow:
         raise UnsafePathError(f"is not under the agents root {root}", path=named, rule="outside-root")
     real_root = os.path.realpath(root)
-    real = os.path.realpath(directory)
-    if not _within(real_root, real):
-        raise UnsafePathError(
-            f"its folder resolves to {real}, outside the agents root {real_root}; nothing is written outside the root",
-            path=named,
-            resolved=real,
-            rule="outside-root",
-        )
+    real = resolve_inside(root, directory, what="its folder", naming=named)
     parts = tuple(p for p in real[len(real_root):].split(os.sep) if p)
     try:
         return _walk(real_root, parts, create, named)
