@@ -167,10 +167,17 @@ def check(memories: list[dict[str, Any]], queries: list[dict[str, Any]]) -> list
             shared = qs & content_stems(by_id[rid]["content"])
             if q["kind"] == "paraphrase" and shared:
                 problems.append(f"{q['_where']}: paraphrase shares {sorted(shared)} with its target: {q['query']}")
-        if q["kind"] == "keyword":
+        if q["kind"] in ("keyword", "mixed"):
             best = max(len(qs & content_stems(by_id[r]["content"])) for r in q["relevant"])
             if best == 0:
-                problems.append(f"{q['_where']}: keyword query shares no word with its target: {q['query']}")
+                problems.append(f"{q['_where']}: {q['kind']} query shares no word with its target: {q['query']}")
+            if q["kind"] == "mixed" and best == len(qs):
+                problems.append(f"{q['_where']}: mixed query has no rephrased word: {q['query']}")
+        if q["kind"] == "temporal":
+            if not q["query"].lower().startswith("when ") or any(
+                by_id[r]["source"] != "conversation" for r in q["relevant"]
+            ):
+                problems.append(f"{q['_where']}: temporal query must ask 'When ...' about conversation turns")
     return problems
 
 
