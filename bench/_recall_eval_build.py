@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _recall_eval_data import DATA_DIR, content_stems, load  # noqa: E402
+from _recall_eval_data import DATA_DIR, content_stems, load
 
 SOURCE_DIR = DATA_DIR / "source"
 KIND = {"para": "paraphrase", "kw": "keyword", "mix": "mixed", "temp": "temporal", "multi": "multi", "irr": "irrelevant"}
@@ -145,7 +145,7 @@ def parse() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 def fillers(start: int) -> list[dict[str, Any]]:
     """Templated background memories: small talk and routine records that answer no query."""
     try:
-        from _recall_eval_fillers import make  # type: ignore[import-not-found]
+        from _recall_eval_fillers import make
     except ImportError:
         return []
     out = []
@@ -173,11 +173,11 @@ def check(memories: list[dict[str, Any]], queries: list[dict[str, Any]]) -> list
                 problems.append(f"{q['_where']}: {q['kind']} query shares no word with its target: {q['query']}")
             if q["kind"] == "mixed" and best == len(qs):
                 problems.append(f"{q['_where']}: mixed query has no rephrased word: {q['query']}")
-        if q["kind"] == "temporal":
-            if not q["query"].lower().startswith("when ") or any(
-                by_id[r]["source"] != "conversation" for r in q["relevant"]
-            ):
-                problems.append(f"{q['_where']}: temporal query must ask 'When ...' about conversation turns")
+        if q["kind"] == "temporal" and (
+            not q["query"].lower().startswith("when ")
+            or any(by_id[r]["source"] != "conversation" for r in q["relevant"])
+        ):
+            problems.append(f"{q['_where']}: temporal query must ask 'When ...' about conversation turns")
     return problems
 
 
@@ -205,11 +205,11 @@ def main() -> None:
         raise SystemExit(f"{len(problems)} problem(s); nothing written")
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     with open(DATA_DIR / "corpus.jsonl", "w", encoding="utf-8") as f:
-        for m in memories:
-            f.write(json.dumps(m, ensure_ascii=False) + "\n")
+        f.writelines(json.dumps(m, ensure_ascii=False) + "\n" for m in memories)
     with open(DATA_DIR / "queries.jsonl", "w", encoding="utf-8") as f:
-        for q in queries:
-            f.write(json.dumps({k: v for k, v in q.items() if k != "_where"}, ensure_ascii=False) + "\n")
+        f.writelines(
+            json.dumps({k: v for k, v in q.items() if k != "_where"}, ensure_ascii=False) + "\n" for q in queries
+        )
     corpus, qs = load()
     print(f"corpus {len(corpus)}: {dict(Counter(m['source'] for m in corpus))}")
     print(f"queries {len(qs)}: {dict(Counter(q['kind'] for q in qs))}")

@@ -141,7 +141,7 @@ BOOK_COMMENTS = [
 
 
 def _conversation(rng: random.Random) -> list[tuple[str, str, dict[str, Any]]]:
-    out = []
+    out: list[tuple[str, str, dict[str, Any]]] = []
     seen: set[str] = set()
     lines = [
         f"{o} {b[0].upper()}{b[1:]}.{c}" if o.endswith(("?", "!")) else f"{o}, {b}.{c}"
@@ -164,7 +164,7 @@ def _conversation(rng: random.Random) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 def _atp(rng: random.Random) -> list[tuple[str, str, dict[str, Any]]]:
-    out = []
+    out: list[tuple[str, str, dict[str, Any]]] = []
     seen: set[str] = set()
     while len(out) < N_ATP:
         goal = rng.choice(ATP_GOALS)
@@ -182,7 +182,7 @@ def _atp(rng: random.Random) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 def _vault(rng: random.Random) -> list[tuple[str, str, dict[str, Any]]]:
-    out = []
+    out: list[tuple[str, str, dict[str, Any]]] = []
     seen: set[str] = set()
     while len(out) < N_VAULT:
         if rng.random() < 0.8:

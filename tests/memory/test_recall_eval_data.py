@@ -80,11 +80,22 @@ def test_paraphrase_queries_share_no_content_word_with_their_targets() -> None:
     assert not bad
 
 
-def test_keyword_queries_share_a_word_with_a_target() -> None:
+def test_keyword_and_mixed_queries_share_words_with_a_target() -> None:
     for q in QUERIES:
-        if q["kind"] == "keyword":
+        if q["kind"] in ("keyword", "mixed"):
             words = data.content_stems(q["query"])
-            assert any(words & data.content_stems(BY_ID[r]["content"]) for r in q["relevant"]), q
+            best = max(len(words & data.content_stems(BY_ID[r]["content"])) for r in q["relevant"])
+            assert best >= 1, q
+            if q["kind"] == "mixed":
+                assert best < len(words), q  # part of a mixed query is rephrased
+
+
+def test_temporal_queries_ask_when_about_dated_conversation_turns() -> None:
+    for q in QUERIES:
+        if q["kind"] == "temporal":
+            assert q["query"].lower().startswith("when "), q
+            for r in q["relevant"]:
+                assert BY_ID[r]["source"] == "conversation" and BY_ID[r]["metadata"]["date"], q
 
 
 def test_many_queries_have_keyword_distractors() -> None:
