@@ -60,9 +60,12 @@ def test_budget_is_held_exactly_and_drops_go_in_the_stated_order(filled: Agent, 
     lowest = min((p for p in full.parts if p.kind == "recalled"), key=lambda p: (p.score, -p.order))
     assert [d.source for d in one_less.dropped] == [lowest.source]
     assert "over budget" in one_less.dropped[0].reason
-    required = sum(p.tokens for p in full.parts if p.required)
+    # the always-loaded parts as printed (a BPE counts the blank lines between parts, too)
+    required = count_tokens("\n\n".join(p.text for p in full.parts if p.required) + "\n")
     tight = context(filled, store, query="which debt first", budget=required, today=TODAY)
     assert tight.tokens == required and count_tokens(tight.text) == required
+    with pytest.raises(ContextBudgetError):
+        context(filled, store, query="which debt first", budget=required - 1, today=TODAY)
     order = [d.kind for d in tight.dropped]
     assert order == sorted(order, key=["recalled", "sub_index", "index"].index)
     assert order[-2:] == ["sub_index", "index"]
@@ -70,8 +73,10 @@ def test_budget_is_held_exactly_and_drops_go_in_the_stated_order(filled: Agent, 
     for budget in range(required, full.tokens + 1, 7):
         ctx = context(filled, store, query="which debt first", budget=budget, today=TODAY)
         assert count_tokens(ctx.text) == ctx.tokens <= budget
-        # strictly lowest first, and no more than needed: without the last drop it would not fit
-        assert not ctx.dropped or ctx.tokens + ctx.dropped[-1].tokens > budget
+        # strictly lowest first, and no more than needed: with the last drop back in it would not fit
+        assert not ctx.dropped or ctx.tokens + count_tokens("\n\n") + ctx.dropped[-1].tokens > budget
+        if ctx.dropped:
+            assert int(ctx.dropped[-1].reason.split("context is ")[1].split()[0]) > budget
 
 
 def test_persona_and_pinned_over_budget_is_an_error_naming_each_part(filled: Agent) -> None:

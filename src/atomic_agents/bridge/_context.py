@@ -36,7 +36,7 @@ from .._io import open_dir, resolve_inside
 from .._text import decode, read_text
 from ..exceptions import ContextBudgetError, NotFoundError, UnsafePathError, ValidationError
 from ..vault import Agent, Note, parse_model_md, parse_tools_md
-from ._tokens import TOKENIZER_NAME, count_tokens
+from ._tokens import count_tokens, tokenizer_name
 
 if TYPE_CHECKING:
     from ..atp import Identity
@@ -104,15 +104,16 @@ class Context:
     budget_source: str
     parts: list[ContextPart]
     dropped: list[DroppedPart] = field(default_factory=list)
-    tokenizer: str = TOKENIZER_NAME
+    tokenizer: str = field(default_factory=tokenizer_name)
 
     @property
     def text(self) -> str:
-        return _SEP.join(p.text for p in self.parts) + "\n"
+        return _joined(self.parts)
 
-    @property
+    @cached_property
     def tokens(self) -> int:
-        return sum(p.tokens for p in self.parts)
+        """The count of :attr:`text` as printed (blank lines between parts included): never above the budget."""
+        return count_tokens(self.text)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -131,6 +132,10 @@ class Context:
         lines += [f"dropped {d.kind} {d.source}" + (f" ({d.tokens} tokens)" if d.tokens is not None else "")
                   + f": {d.reason}" for d in self.dropped]
         return lines
+
+
+def _joined(parts: list[ContextPart]) -> str:
+    return _SEP.join(p.text for p in parts) + "\n"
 
 
 def _read(agent: Agent, path: Path) -> str | None:
@@ -320,10 +325,11 @@ def context(
                               field="identity", rule="required")
     cap, source = _budget(agent, budget)
     required = _always(agent)
-    need = sum(p.tokens for p in required)
+    need = count_tokens(_joined(required))  # the parts as printed, with the blank lines between them
     if need > cap:
         raise ContextBudgetError(
-            f"the always-loaded parts need {need} tokens, over the budget of {cap} ({source}): "
+            f"the always-loaded parts need {need} tokens as printed (with the blank lines between them), over the "
+            f"budget of {cap} ({source}); each part: "
             + ", ".join(f"{p.source} {p.tokens}" for p in required)
             + "; raise 'Max system prompt' in model.md, pass a larger --budget, or unpin notes",
             budget=cap, parts={p.source: p.tokens for p in required},
@@ -333,21 +339,54 @@ def context(
         optional += _recalled(agent, store, query, limit, {p.source for p in required if p.kind == "pinned"}, today)
     if goal and store is not None and identity is not None:
         optional += _goal_parts(store, identity, goal, query, goal_records, limit)
-    # Dropping the lowest-priority part until the rest fits keeps the longest highest-priority
-    # run that fits; so walk from the top and count only up to the first part that does not fit.
+    kept, dropped = _fit(required, optional, need, cap)
+    return Context(agent.name, cap, source, kept, dropped)
+
+
+def _fit(required: list[ContextPart], optional: list[ContextPart], need: int,
+         cap: int) -> tuple[list[ContextPart], list[DroppedPart]]:
+    """The parts that fit ``cap`` (in print order) and the dropped ones (in the order they went).
+
+    Dropping the lowest-priority part until the rest fits keeps the longest
+    highest-priority run that fits: so walk from the top and stop at the first
+    part that does not fit. Each step adds the part's own count and one
+    separator's (an upper bound: a BPE may merge the blank line with a
+    neighbour); only when that bound passes the budget is the text counted as
+    printed. The result is counted as printed once more, and the lowest kept
+    part goes while it is over (a merge the bound did not foresee): the printed
+    prompt never exceeds the budget.
+    """
+    sep = count_tokens(_SEP)
     ranked = sorted(optional, key=_drop_key, reverse=True)
-    total, kept = need, 0
-    for p in ranked:
-        if total + p.tokens > cap:
-            break
-        total += p.tokens
-        kept += 1
+    position = {id(p): i for i, p in enumerate(optional)}
+
+    def printed(chosen: list[ContextPart]) -> int:
+        return count_tokens(_joined(required + sorted(chosen, key=lambda p: position[id(p)])))
+
+    total, chosen = need, list[ContextPart]()
+    over: tuple[int, int] | None = None  # (tokens with it, its index in ranked) of the first part that does not fit
+    for i, p in enumerate(ranked):
+        bound = total + sep + p.tokens
+        if bound > cap:
+            exact = printed(chosen + [p])
+            if exact > cap:
+                over = (exact, i)
+                break
+            bound = exact
+        total = bound
+        chosen.append(p)
+    while chosen and printed(chosen) > cap:
+        over = (printed(chosen), len(chosen) - 1)
+        chosen.pop()
     dropped: list[DroppedPart] = []
-    for i in range(len(ranked) - 1, kept - 1, -1):  # reported lowest first, the order they go in
-        p = ranked[i]
-        why = (f"over budget: {total} + {p.tokens} tokens > {cap}" if i == kept else
-               f"lower priority than {ranked[kept].kind} {ranked[kept].source}, which does not fit")
-        dropped.append(DroppedPart(p.kind, p.source, p.tokens if i == kept else None, f"{why}; {p.kind} parts go before higher-priority ones"))
-    gone = {(d.kind, d.source) for d in dropped}
-    parts = required + [p for p in optional if (p.kind, p.source) not in gone]
-    return Context(agent.name, cap, source, parts, dropped)
+    if over is not None:
+        with_it, first = over
+        boundary = ranked[first]
+        for p in reversed(ranked[first + 1:]):  # reported lowest first, the order they go in
+            dropped.append(DroppedPart(p.kind, p.source, None, f"lower priority than {boundary.kind} {boundary.source}, "
+                                       f"which does not fit; {p.kind} parts go before higher-priority ones"))
+        dropped.append(DroppedPart(boundary.kind, boundary.source, boundary.tokens,
+                                   f"over budget: with it the context is {with_it} tokens > {cap}; "
+                                   f"{boundary.kind} parts go before higher-priority ones"))
+    gone = {id(p) for p in ranked} - {id(p) for p in chosen}
+    return required + [p for p in optional if id(p) not in gone], dropped
