@@ -174,3 +174,33 @@ def test_sub_indexes_symlinked_inside_are_read_and_out_of_the_root_refused(fille
     (filled.memory_dir / "INDEX_out.md").symlink_to(outside)
     with pytest.raises(UnsafePathError):
         context(filled, budget=100_000, today=TODAY)
+
+
+def test_the_store_is_not_searched_when_recalled_notes_could_not_fit(filled: Agent, store: SQLiteMemoryStore,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = store.search_hybrid
+
+    def counting(query: str, *args: object, **kwargs: object) -> object:
+        calls.append(query)
+        return real(query, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "search_hybrid", counting)
+    full = context(filled, store, query="which debt first", budget=5000, today=TODAY)
+    assert calls == ["which debt first"] and any(p.kind == "recalled" for p in full.parts)
+    required = count_tokens("\n\n".join(p.text for p in full.parts if p.required) + "\n")
+    calls.clear()
+    tight = context(filled, store, query="secret-ish query words", budget=required + 1, today=TODAY)
+    assert calls == []  # the INDEX does not fit: nothing below it could, so recall never runs
+    assert tight.dropped[0].kind == "recalled" and tight.dropped[0].source == "query"
+    assert "not searched" in tight.dropped[0].reason and "secret-ish" not in tight.to_json()  # not echoed
+    assert [d.kind for d in tight.dropped] == ["recalled", "sub_index", "index"]
+
+
+def test_sub_indexes_in_the_order_index_md_lists_them(filled: Agent) -> None:
+    for n in (2, 10, 1):
+        (filled.memory_dir / f"INDEX_part_{n}.md").write_text(f"# Part {n}\n\n- `p{n}` — part {n}\n", encoding="utf-8")
+    ctx = context(filled, budget=5000, today=TODAY)
+    subs = [p.source for p in ctx.parts if p.kind == "sub_index"]
+    assert subs == ["memory/INDEX_archive.md", "memory/INDEX_part_1.md", "memory/INDEX_part_2.md",
+                    "memory/INDEX_part_10.md"]

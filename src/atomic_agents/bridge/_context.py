@@ -26,6 +26,7 @@ import datetime as dt
 import errno
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -48,6 +49,7 @@ __all__ = ["Context", "ContextPart", "DroppedPart", "context"]
 RELEVANCE_FLOOR = 0.45
 PERSONA_FILES = ("IDENTITY.md", "SOUL.md", "USER.md")
 _SEP = "\n\n"
+_DIGITS = re.compile(r"(\d+)")
 
 # priority: lower number = dropped later; required parts are never dropped
 _PRI = {"persona": 0, "tools": 0, "pinned": 0, "goal_record": 1, "index": 2, "sub_index": 3, "goal_memory": 4, "recalled": 5}
@@ -206,7 +208,8 @@ def _index_parts(agent: Agent) -> list[ContextPart]:
     if main:
         parts.append(_part("index", "memory/INDEX.md", main, "INDEX: the agent's map of its memory"))
     try:  # names in C (a pathlib glob matches 10,000 note names in Python)
-        names = sorted(n for n in os.listdir(agent.memory_dir) if n.startswith("INDEX_") and n.endswith(".md"))
+        names = sorted((n for n in os.listdir(agent.memory_dir) if n.startswith("INDEX_") and n.endswith(".md")),
+                       key=_natural)  # INDEX_x_2.md before INDEX_x_10.md: the order INDEX.md lists them
     except FileNotFoundError:
         names = []
     if not names:
@@ -220,6 +223,10 @@ def _index_parts(agent: Agent) -> list[ContextPart]:
     finally:
         os.close(dfd)
     return parts
+
+
+def _natural(name: str) -> list[Any]:
+    return [int(t) if i % 2 else t for i, t in enumerate(_DIGITS.split(name))]  # odd: the digit runs
 
 
 def _read_sub(agent: Agent, dfd: int, name: str) -> str | None:
@@ -262,8 +269,8 @@ def _recalled(agent: Agent, store: MemoryStore, query: str, limit: int, skip: se
     return parts
 
 
-def _goal_parts(store: MemoryStore, identity: Identity, goal: str, query: str | None, records: int,
-                limit: int) -> list[ContextPart]:
+def _goal_records(store: MemoryStore, identity: Identity, goal: str, records: int) -> tuple[list[ContextPart], list[Any]]:
+    """The goal's latest ``records`` ATP records as parts, and the whole chain (oldest first)."""
     from ..atp import Ledger
 
     chain = Ledger(store, identity).records(goal)
@@ -275,18 +282,22 @@ def _goal_parts(store: MemoryStore, identity: Identity, goal: str, query: str | 
               f"goal {goal}: one of its {len(latest)} latest records", order=i)
         for i, r in enumerate(latest)
     ]
+    return parts, chain
+
+
+def _goal_memories(store: MemoryStore, identity: Identity, goal: str, chain: list[Any], query: str | None,
+                   limit: int) -> list[ContextPart]:
     ids = {r.id for r in chain}
     q = (query or chain[0].content).strip()[:2000]
     # hybrid recall in the ledger's own scope, at the same floor as the notes (ATP: relevant at >= 0.45)
     hits = store.search_hybrid(q, identity.scope, None, min(limit + len(ids), 1000)) if q else []
-    n = 0
+    parts: list[ContextPart] = []
     for h in hits:
-        if h.id in ids or h.memory.metadata.get("source") == "vault" or h.score < RELEVANCE_FLOOR or n >= limit:
+        if h.id in ids or h.memory.metadata.get("source") == "vault" or h.score < RELEVANCE_FLOOR or len(parts) >= limit:
             continue  # the goal's own records are in already; vault notes come as recalled notes
         parts.append(_part("goal_memory", f"memory:{h.id}", f"## Recalled for goal {goal} ({h.score:.2f})\n\n"
                            f"{h.memory.content.strip()}", f"recalled for goal {goal}, score {h.score:.4f} >= {RELEVANCE_FLOOR}",
-                           score=h.score, order=n))
-        n += 1
+                           score=h.score, order=len(parts)))
     return parts
 
 
@@ -334,59 +345,92 @@ def context(
             + "; raise 'Max system prompt' in model.md, pass a larger --budget, or unpin notes",
             budget=cap, parts={p.source: p.tokens for p in required},
         )
-    optional = _index_parts(agent)
-    if query and store is not None:
-        optional += _recalled(agent, store, query, limit, {p.source for p in required if p.kind == "pinned"}, today)
+    # Parts are made in priority order, and a store search only runs when its results could
+    # still fit: once a higher-priority part does not fit, everything below it is dropped anyway.
+    walk = _Walk(required, need, cap)
+    chain: list[Any] = []
     if goal and store is not None and identity is not None:
-        optional += _goal_parts(store, identity, goal, query, goal_records, limit)
-    kept, dropped = _fit(required, optional, need, cap)
+        records, chain = _goal_records(store, identity, goal, goal_records)
+        walk.add(records)
+    walk.add(_index_parts(agent))
+    if goal and store is not None and identity is not None:
+        if walk.full:
+            walk.unsearched("goal_memory", f"goal:{goal}", "memories recalled for the goal")
+        else:
+            walk.add(_goal_memories(store, identity, goal, chain, query, limit))
+    if query and store is not None:
+        if walk.full:
+            walk.unsearched("recalled", "query", "notes recalled for the query")  # the query is not echoed
+        else:
+            walk.add(_recalled(agent, store, query, limit, {p.source for p in required if p.kind == "pinned"}, today))
+    kept, dropped = walk.finish()
     return Context(agent.name, cap, source, kept, dropped)
 
 
-def _fit(required: list[ContextPart], optional: list[ContextPart], need: int,
-         cap: int) -> tuple[list[ContextPart], list[DroppedPart]]:
-    """The parts that fit ``cap`` (in print order) and the dropped ones (in the order they went).
+#: where each kind of optional part is printed (after the required ones), then by its order
+_PRINT = {"index": 0, "sub_index": 1, "recalled": 2, "goal_record": 3, "goal_memory": 4}
+
+
+class _Walk:
+    """The drop walk: keep the longest highest-priority run of parts that fits the budget.
 
     Dropping the lowest-priority part until the rest fits keeps the longest
     highest-priority run that fits: so walk from the top and stop at the first
-    part that does not fit. Each step adds the part's own count and one
-    separator's (an upper bound: a BPE may merge the blank line with a
+    part that does not fit. Parts are added in priority order (each
+    :meth:`add` below the ones before). Each step adds the part's own count
+    and one separator's (an upper bound: a BPE may merge the blank line with a
     neighbour); only when that bound passes the budget is the text counted as
-    printed. The result is counted as printed once more, and the lowest kept
-    part goes while it is over (a merge the bound did not foresee): the printed
-    prompt never exceeds the budget.
+    printed. :meth:`finish` counts the result as printed once more and drops
+    the lowest kept part while it is over (a merge the bound did not foresee):
+    the printed prompt never exceeds the budget.
     """
-    sep = count_tokens(_SEP)
-    ranked = sorted(optional, key=_drop_key, reverse=True)
-    position = {id(p): i for i, p in enumerate(optional)}
 
-    def printed(chosen: list[ContextPart]) -> int:
-        return count_tokens(_joined(required + sorted(chosen, key=lambda p: position[id(p)])))
+    def __init__(self, required: list[ContextPart], need: int, cap: int) -> None:
+        self.required, self.cap, self.total = required, cap, need
+        self.sep = count_tokens(_SEP)
+        self.ranked: list[ContextPart] = []  # every optional part, highest priority first
+        self.chosen = 0  # ranked[:chosen] fit
+        self.with_boundary: int | None = None  # tokens with ranked[chosen] in, once it did not fit
+        self.skipped: list[DroppedPart] = []
 
-    total, chosen = need, list[ContextPart]()
-    over: tuple[int, int] | None = None  # (tokens with it, its index in ranked) of the first part that does not fit
-    for i, p in enumerate(ranked):
-        bound = total + sep + p.tokens
-        if bound > cap:
-            exact = printed(chosen + [p])
-            if exact > cap:
-                over = (exact, i)
-                break
-            bound = exact
-        total = bound
-        chosen.append(p)
-    while chosen and printed(chosen) > cap:
-        over = (printed(chosen), len(chosen) - 1)
-        chosen.pop()
-    dropped: list[DroppedPart] = []
-    if over is not None:
-        with_it, first = over
-        boundary = ranked[first]
-        for p in reversed(ranked[first + 1:]):  # reported lowest first, the order they go in
-            dropped.append(DroppedPart(p.kind, p.source, None, f"lower priority than {boundary.kind} {boundary.source}, "
-                                       f"which does not fit; {p.kind} parts go before higher-priority ones"))
-        dropped.append(DroppedPart(boundary.kind, boundary.source, boundary.tokens,
-                                   f"over budget: with it the context is {with_it} tokens > {cap}; "
-                                   f"{boundary.kind} parts go before higher-priority ones"))
-    gone = {id(p) for p in ranked} - {id(p) for p in chosen}
-    return required + [p for p in optional if id(p) not in gone], dropped
+    @property
+    def full(self) -> bool:
+        return self.with_boundary is not None
+
+    def _printed(self, n: int) -> int:
+        return count_tokens(_joined(self.required + sorted(self.ranked[:n], key=lambda p: (_PRINT[p.kind], p.order))))
+
+    def add(self, parts: list[ContextPart]) -> None:
+        self.ranked.extend(sorted(parts, key=_drop_key, reverse=True))
+        while not self.full and self.chosen < len(self.ranked):
+            p = self.ranked[self.chosen]
+            bound = self.total + self.sep + p.tokens
+            if bound > self.cap:
+                exact = self._printed(self.chosen + 1)
+                if exact > self.cap:
+                    self.with_boundary = exact
+                    break
+                bound = exact
+            self.total = bound
+            self.chosen += 1
+
+    def unsearched(self, kind: str, source: str, what: str) -> None:
+        boundary = self.ranked[self.chosen]
+        self.skipped.append(DroppedPart(kind, source, None, f"not searched: {what} rank below {boundary.kind} "
+                                        f"{boundary.source}, which does not fit"))
+
+    def finish(self) -> tuple[list[ContextPart], list[DroppedPart]]:
+        while self.chosen and (exact := self._printed(self.chosen)) > self.cap:
+            self.chosen -= 1
+            self.with_boundary = exact
+        dropped = list(reversed(self.skipped))  # the lowest first, the order they go in
+        if self.with_boundary is not None:
+            boundary = self.ranked[self.chosen]
+            for p in reversed(self.ranked[self.chosen + 1:]):
+                dropped.append(DroppedPart(p.kind, p.source, None, f"lower priority than {boundary.kind} {boundary.source}, "
+                                           f"which does not fit; {p.kind} parts go before higher-priority ones"))
+            dropped.append(DroppedPart(boundary.kind, boundary.source, boundary.tokens,
+                                       f"over budget: with it the context is {self.with_boundary} tokens > {self.cap}; "
+                                       f"{boundary.kind} parts go before higher-priority ones"))
+        kept = sorted(self.ranked[:self.chosen], key=lambda p: (_PRINT[p.kind], p.order))
+        return self.required + kept, dropped
