@@ -61,7 +61,8 @@ def test_budget_is_held_exactly_and_drops_go_in_the_stated_order(filled: Agent, 
     assert [d.source for d in one_less.dropped] == [lowest.source]
     assert "over budget" in one_less.dropped[0].reason
     # the always-loaded parts as printed (a BPE counts the blank lines between parts, too)
-    required = count_tokens("\n\n".join(p.text for p in full.parts if p.required) + "\n")
+    required = count_tokens("".join(p.text + "\n\n" for p in full.parts if p.required))
+    assert required == sum(p.tokens for p in full.parts if p.required)
     tight = context(filled, store, query="which debt first", budget=required, today=TODAY)
     assert tight.tokens == required and count_tokens(tight.text) == required
     with pytest.raises(ContextBudgetError):
@@ -74,7 +75,7 @@ def test_budget_is_held_exactly_and_drops_go_in_the_stated_order(filled: Agent, 
         ctx = context(filled, store, query="which debt first", budget=budget, today=TODAY)
         assert count_tokens(ctx.text) == ctx.tokens <= budget
         # strictly lowest first, and no more than needed: with the last drop back in it would not fit
-        assert not ctx.dropped or ctx.tokens + count_tokens("\n\n") + ctx.dropped[-1].tokens > budget
+        assert not ctx.dropped or ctx.tokens + ctx.dropped[-1].tokens > budget
         if ctx.dropped:
             assert int(ctx.dropped[-1].reason.split("context is ")[1].split()[0]) > budget
 
@@ -188,7 +189,7 @@ def test_the_store_is_not_searched_when_recalled_notes_could_not_fit(filled: Age
     monkeypatch.setattr(store, "search_hybrid", counting)
     full = context(filled, store, query="which debt first", budget=5000, today=TODAY)
     assert calls == ["which debt first"] and any(p.kind == "recalled" for p in full.parts)
-    required = count_tokens("\n\n".join(p.text for p in full.parts if p.required) + "\n")
+    required = sum(p.tokens for p in full.parts if p.required)
     calls.clear()
     tight = context(filled, store, query="secret-ish query words", budget=required + 1, today=TODAY)
     assert calls == []  # the INDEX does not fit: nothing below it could, so recall never runs

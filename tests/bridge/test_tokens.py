@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from atomic_agents.bridge import _tokens, context, count_tokens, tokenizer_name
 from atomic_agents.vault import Agent
@@ -83,3 +85,31 @@ def test_counting_loads_no_python_rank_tables(tmp_path: Path) -> None:
             "print(tokenizer_name()); print('bpe_openai' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0].startswith("o200k_base") and out[1] == "False"
+
+
+PIECES = list("ab Z.,;:!?-_/\\#*'\"()[]{}<>`~|+=%&$@^019\t\n\r") + ["é", "ß", "日", "\u0301", "２", "💡", "\u00a0", "\u2028",
+                                                                    "'s", "'LL", "...", "//", "\n\n", " /", "\u0085"]
+
+
+@given(st.lists(st.lists(st.sampled_from(PIECES), min_size=1, max_size=12).map("".join), min_size=1, max_size=5))
+@settings(max_examples=400, deadline=None)
+def test_parts_count_as_printed_add_up_unless_one_starts_with_a_slash(raw: list[str]) -> None:
+    """What _count relies on: each stripped part and its blank line count the same inside the joined prompt."""
+    parts = [t.strip() or "x" for t in raw]
+    joined = "".join(p + "\n\n" for p in parts)
+    if any(p.startswith("/") for p in parts[1:]):
+        return  # counted whole (next test)
+    assert count_tokens(joined) == sum(count_tokens(p + "\n\n") for p in parts)
+
+
+def test_a_part_starting_with_a_slash_is_counted_whole_and_the_budget_holds(agent: Agent) -> None:
+    (agent.persona_dir / "USER.md").write_text("/usr/share holds the docs...\n", encoding="utf-8")
+    (agent.persona_dir / "SOUL.md").write_text("Calm: ...\n", encoding="utf-8")
+    agent.create_notes([draft(f"path_{i}", body=f"//server/share/{i} is mounted at /mnt/{i}...\n") for i in range(5)],
+                       today=TODAY)
+    (agent.memory_dir / "INDEX_paths.md").write_text("/paths\n\n- `x` — y.\n", encoding="utf-8")
+    full = context(agent, budget=100_000, today=TODAY)
+    assert count_tokens(full.text) == full.tokens
+    for budget in range(full.tokens - 30, full.tokens + 1):
+        ctx = context(agent, budget=budget, today=TODAY)
+        assert count_tokens(ctx.text) == ctx.tokens <= budget

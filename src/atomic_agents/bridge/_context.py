@@ -68,8 +68,12 @@ class ContextPart:
 
     @cached_property
     def tokens(self) -> int:
-        """Counted on first use: a part never weighed against the budget is never tokenized."""
-        return count_tokens(self.text)
+        """Its count as printed, with the blank line after it; on first use (a part never weighed is never counted).
+
+        The printed prompt is every part followed by a blank line, so its count is the sum of
+        these (see :func:`_count`).
+        """
+        return count_tokens(self.text + _SEP)
 
     @property
     def required(self) -> bool:
@@ -114,8 +118,8 @@ class Context:
 
     @cached_property
     def tokens(self) -> int:
-        """The count of :attr:`text` as printed (blank lines between parts included): never above the budget."""
-        return count_tokens(self.text)
+        """The count of :attr:`text` as printed (the sum of the parts' counts): never above the budget."""
+        return _count(self.parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -137,7 +141,27 @@ class Context:
 
 
 def _joined(parts: list[ContextPart]) -> str:
-    return _SEP.join(p.text for p in parts) + "\n"
+    """The prompt: each part followed by a blank line."""
+    return "".join(p.text + _SEP for p in parts)
+
+
+def _count(parts: list[ContextPart]) -> int:
+    """Tokens of ``_joined(parts)``, from the parts' own counts.
+
+    A part is stripped, so it starts and ends with a non-space character. A BPE
+    of the GPT family splits its input into pieces by a regex before merging,
+    and the only piece that can reach across the blank line after a part is a
+    run of punctuation at its end, which takes in the newlines and then any
+    ``/`` that follows (``[\\r\\n/]*`` in the o200k/cl100k patterns): so unless
+    the next part starts with ``/``, the count of the joined text is exactly the
+    sum of each part's count with its blank line (a test checks this on random
+    text). WordPiece makes no token of whitespace at all. A part starting with
+    ``/`` (rare: parts are persona, headings, INDEX files) makes the text be
+    counted whole.
+    """
+    if any(p.text.startswith("/") for p in parts[1:]):
+        return count_tokens(_joined(parts))
+    return sum(p.tokens for p in parts)
 
 
 def _read(agent: Agent, path: Path) -> str | None:
@@ -336,7 +360,7 @@ def context(
                               field="identity", rule="required")
     cap, source = _budget(agent, budget)
     required = _always(agent)
-    need = count_tokens(_joined(required))  # the parts as printed, with the blank lines between them
+    need = _count(required)  # the parts as printed, with the blank lines between them
     if need > cap:
         raise ContextBudgetError(
             f"the always-loaded parts need {need} tokens as printed (with the blank lines between them), over the "
@@ -377,17 +401,16 @@ class _Walk:
     Dropping the lowest-priority part until the rest fits keeps the longest
     highest-priority run that fits: so walk from the top and stop at the first
     part that does not fit. Parts are added in priority order (each
-    :meth:`add` below the ones before). Each step adds the part's own count
-    and one separator's (an upper bound: a BPE may merge the blank line with a
-    neighbour); only when that bound passes the budget is the text counted as
-    printed. :meth:`finish` counts the result as printed once more and drops
-    the lowest kept part while it is over (a merge the bound did not foresee):
-    the printed prompt never exceeds the budget.
+    :meth:`add` below the ones before). Each step adds the part's count as
+    printed (exact: see :func:`_count`); when the sum passes the budget the
+    parts are counted by :func:`_count` to decide. :meth:`finish` checks the
+    result the same way and drops the lowest kept part while it is over (only
+    possible when a part starts with ``/`` and the text is counted whole): the
+    printed prompt never exceeds the budget.
     """
 
     def __init__(self, required: list[ContextPart], need: int, cap: int) -> None:
         self.required, self.cap, self.total = required, cap, need
-        self.sep = count_tokens(_SEP)
         self.ranked: list[ContextPart] = []  # every optional part, highest priority first
         self.chosen = 0  # ranked[:chosen] fit
         self.with_boundary: int | None = None  # tokens with ranked[chosen] in, once it did not fit
@@ -398,13 +421,13 @@ class _Walk:
         return self.with_boundary is not None
 
     def _printed(self, n: int) -> int:
-        return count_tokens(_joined(self.required + sorted(self.ranked[:n], key=lambda p: (_PRINT[p.kind], p.order))))
+        return _count(self.required + sorted(self.ranked[:n], key=lambda p: (_PRINT[p.kind], p.order)))
 
     def add(self, parts: list[ContextPart]) -> None:
         self.ranked.extend(sorted(parts, key=_drop_key, reverse=True))
         while not self.full and self.chosen < len(self.ranked):
             p = self.ranked[self.chosen]
-            bound = self.total + self.sep + p.tokens
+            bound = self.total + p.tokens
             if bound > self.cap:
                 exact = self._printed(self.chosen + 1)
                 if exact > self.cap:
