@@ -205,3 +205,23 @@ def test_sub_indexes_in_the_order_index_md_lists_them(filled: Agent) -> None:
     subs = [p.source for p in ctx.parts if p.kind == "sub_index"]
     assert subs == ["memory/INDEX_archive.md", "memory/INDEX_part_1.md", "memory/INDEX_part_2.md",
                     "memory/INDEX_part_10.md"]
+
+
+def test_superseded_and_expired_notes_are_not_recalled_but_a_pinned_one_stays(filled: Agent,
+                                                                               store: SQLiteMemoryStore) -> None:
+    import datetime as dt
+
+    hook = MirrorHook(store, today=lambda: TODAY)
+    filled.write_hooks.append(hook)
+    filled.create_notes([draft("debt_avalanche", name="Debt avalanche", description="Highest rate debt first, always"),
+                         draft("debt_promo", type="project", name="Debt promo", description="Pay the debt promo first",
+                               expires_at=TODAY + dt.timedelta(days=2)),
+                         draft("debt_pinned", type="project", name="Debt pinned", description="Debt rule pinned",
+                               expires_at=TODAY + dt.timedelta(days=2), pinned=True)], today=TODAY)
+    filled.supersede("feedback_debt_order.md", "feedback_debt_avalanche.md", today=TODAY)
+    later = TODAY + dt.timedelta(days=10)
+    ctx = context(filled, store, query="which debt first", budget=5000, today=later)
+    recalled = {p.source for p in ctx.parts if p.kind == "recalled"}
+    assert "memory/feedback_debt_avalanche.md" in recalled
+    assert not recalled & {"memory/feedback_debt_order.md", "memory/project_debt_promo.md"}  # superseded, expired
+    assert "memory/project_debt_pinned.md" in {p.source for p in ctx.parts if p.kind == "pinned"}  # spec: always loaded

@@ -295,3 +295,15 @@ def test_cli_lint_checks_the_mirror_when_a_store_is_configured(agents_root: Path
     assert rules() == {"fin/memory/decision_budget_cap.md": "mirror-stale"}
     run("vault", "sync", "fin")
     assert rules() == {}
+
+
+def test_search_still_fills_its_limit_when_many_notes_expired_since_the_last_sync(agent: Agent,
+                                                                                   store: SQLiteMemoryStore) -> None:
+    soon = TODAY + dt.timedelta(days=1)
+    agent.create_notes([draft(f"budget_rule_{i}", type="project", expires_at=soon, description="Budget rule that expires")
+                        for i in range(15)] + [draft("budget_keeper", description="Budget rule that stays")], today=TODAY)
+    sync(agent, store, today=TODAY)
+    later = TODAY + dt.timedelta(days=5)  # all 15 expired, the mirror not synced since
+    hits = search(agent, store, "budget rule", limit=1, today=later)
+    assert [h.path for h in hits] == ["memory/feedback_budget_keeper.md"]
+    assert len(search(agent, store, "budget rule", limit=20, include_superseded=True, today=later)) == 16

@@ -422,15 +422,21 @@ def search(
     if not include_superseded:
         filters["status"] = "live"
     # a note may have expired since the last sync: ask for a few more and check the date here too
-    hits = store.search_hybrid(query, mirror_scope(agent), filters, min(limit + 10, 1000))
-    out = []
-    for h in hits:
-        md = h.memory.metadata
-        status = status_of(md, today)
-        if not include_superseded and status != "live":
-            continue
-        out.append(NoteHit(str(md.get("path")), str(md.get("name") or ""), str(md.get("description") or ""),
-                           h.score, md.get("type") if isinstance(md.get("type"), str) else None, status, h.memory.id))
+    # (and, if that many expired, ask again for more: never fewer hits than there are live notes)
+    want = min(limit + 10, 1000)
+    while True:
+        hits = store.search_hybrid(query, mirror_scope(agent), filters, want)
+        out = []
+        for h in hits:
+            md = h.memory.metadata
+            status = status_of(md, today)
+            if not include_superseded and status != "live":
+                continue
+            out.append(NoteHit(str(md.get("path")), str(md.get("name") or ""), str(md.get("description") or ""),
+                               h.score, md.get("type") if isinstance(md.get("type"), str) else None, status, h.memory.id))
+        if len(out) >= limit or len(hits) < want or want >= 1000:
+            break
+        want = min(want * 4, 1000)
     out.sort(key=lambda n: (-n.score, n.path))
     return out[:limit]
 
