@@ -117,6 +117,12 @@ def test_goal_records_and_memories_recalled_for_it(filled: Agent, store: SQLiteM
     assert [p.source for p in ctx.parts if p.kind == "goal_memory"] == [f"memory:{mem}"]
     tight = context(filled, store, goal=g.goal_id, identity=ledger.identity, budget=ctx.tokens - 1, today=TODAY)
     assert [d.kind for d in tight.dropped] == ["goal_memory"]
+    # room for the goal's records but not the INDEX: the goal's memories are not even searched for
+    records_only = sum(p.tokens for p in ctx.parts if p.required or p.kind == "goal_record")
+    small = context(filled, store, goal=g.goal_id, identity=ledger.identity, budget=records_only, today=TODAY)
+    assert [p.kind for p in small.parts][-1] == "goal_record" and small.tokens == records_only
+    assert (small.dropped[0].kind, small.dropped[0].source) == ("goal_memory", f"goal:{g.goal_id}")
+    assert "not searched" in small.dropped[0].reason and small.dropped[-1].kind == "index"
 
 
 def test_agent_context_is_the_bridge(filled: Agent, store: SQLiteMemoryStore) -> None:

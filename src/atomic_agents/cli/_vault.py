@@ -264,7 +264,7 @@ def validate(agent: OptAgentArg = None) -> None:
 
 
 @app.command()
-@shared(*_STORE)
+@shared(*_WRITE)  # --db: the mirror to check; nothing is embedded, so no --embedder
 def lint(
     agent: OptAgentArg = None,
     stale_days: Annotated[int, typer.Option(metavar="DAYS", help="Warn when last_seen is older than this.")] = 90,
