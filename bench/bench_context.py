@@ -5,7 +5,8 @@
 
 Rows: raw embedder throughput on the notes' texts (the baseline for the first
 sync); first ``vault sync`` of N notes (notes/s); incremental sync of the same N
-unchanged notes (target <= 1 s); ``vault search`` p50/p95 (hybrid, one query
+unchanged notes (target <= 1 s); ``vault lint`` without and with the mirror
+check (hand edits: stale, missing, orphaned entries); ``vault search`` p50/p95 (hybrid, one query
 embedding each) vs one raw query embedding; ``context`` p50 without a query and
 with one: at model.md's 4000 tokens (the first sub-index does not fit, so recall
 is not searched) and at a budget with room for every sub-index and the recalled
@@ -25,8 +26,9 @@ import time
 from pathlib import Path
 
 from atomic_agents.bridge import context, search, sync
+from atomic_agents.bridge._mirror import check
 from atomic_agents.memory import SQLiteMemoryStore, embedder_from_name
-from atomic_agents.vault import Vault
+from atomic_agents.vault import Vault, lint_agent
 
 WORDS = ("debt budget rent invoice savings tax pension loan card mortgage fund broker index bond rate fee cash "
          "salary bonus insurance claim receipt refund audit filing deadline quarter year plan goal risk").split()
@@ -82,6 +84,19 @@ def main() -> None:
             again = sync(agent, store)
             incr.append(time.perf_counter() - t)
             assert again.unchanged == args.notes and again.embedded == 0
+        lint_agent(agent)  # the parse cache filled: lint's own baseline is its warm run
+        l_plain, l_mirror, l_check = [], [], []
+        for _ in range(3):
+            t = time.perf_counter()
+            lint_agent(agent)
+            l_plain.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            lint_agent(agent, store=store)
+            l_mirror.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            findings = check(agent, store)
+            l_check.append(time.perf_counter() - t)
+            assert findings == [], findings
         queries = [" ".join(rng.choice(WORDS) for _ in range(3)) for _ in range(args.queries)]
         search(agent, store, queries[0])  # warm: the vector matrix loads once per process
         s_times, q_times = [], []
@@ -149,6 +164,9 @@ def main() -> None:
         (f"vault sync, first ({args.notes:,} notes)", f"{args.notes / first_s:,.0f} notes/s", f"{first_s:.2f} s"),
         (f"vault sync, incremental ({args.notes:,} unchanged)", f"{min(incr):.3f} s",
          f"target <= 1 s; 0 embedded; median {statistics.median(incr):.3f} s"),
+        ("vault lint, warm (baseline)", f"{min(l_plain):.3f} s", f"{args.notes:,} notes, no store"),
+        ("vault lint + mirror check", f"{min(l_mirror):.3f} s",
+         f"the check alone {min(l_check):.3f} s: one mirror scan, one read per file, nothing embedded"),
         ("raw query embedding (baseline)", f"{emb:.1f} ms", "p50"),
         ("vault search p50 / p95", f"{statistics.median(s_times) * 1000:.1f} / {pct(s_times, 0.95) * 1000:.1f} ms",
          "hybrid, incl. the query embedding"),
