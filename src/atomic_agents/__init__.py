@@ -29,6 +29,7 @@ __version__ = "0.1.0"
 
 # The composition root wires the parts that may not import each other (see _extensions).
 provide("agent.context", "atomic_agents.bridge:context")
+provide("vault.mirror_check", "atomic_agents.bridge._mirror:check")
 
 # The vault (pydantic models, YAML) loads on first use, not on `import atomic_agents`:
 # `atomic-agents --help`, `--version` and the memory commands never pay for it.

@@ -60,9 +60,13 @@ def test_budget_is_held_exactly_and_drops_go_in_the_stated_order(filled: Agent, 
     lowest = min((p for p in full.parts if p.kind == "recalled"), key=lambda p: (p.score, -p.order))
     assert [d.source for d in one_less.dropped] == [lowest.source]
     assert "over budget" in one_less.dropped[0].reason
-    required = sum(p.tokens for p in full.parts if p.required)
+    # the always-loaded parts as printed (a BPE counts the blank lines between parts, too)
+    required = count_tokens("".join(p.text + "\n\n" for p in full.parts if p.required))
+    assert required == sum(p.tokens for p in full.parts if p.required)
     tight = context(filled, store, query="which debt first", budget=required, today=TODAY)
     assert tight.tokens == required and count_tokens(tight.text) == required
+    with pytest.raises(ContextBudgetError):
+        context(filled, store, query="which debt first", budget=required - 1, today=TODAY)
     order = [d.kind for d in tight.dropped]
     assert order == sorted(order, key=["recalled", "sub_index", "index"].index)
     assert order[-2:] == ["sub_index", "index"]
@@ -70,8 +74,10 @@ def test_budget_is_held_exactly_and_drops_go_in_the_stated_order(filled: Agent, 
     for budget in range(required, full.tokens + 1, 7):
         ctx = context(filled, store, query="which debt first", budget=budget, today=TODAY)
         assert count_tokens(ctx.text) == ctx.tokens <= budget
-        # strictly lowest first, and no more than needed: without the last drop it would not fit
+        # strictly lowest first, and no more than needed: with the last drop back in it would not fit
         assert not ctx.dropped or ctx.tokens + ctx.dropped[-1].tokens > budget
+        if ctx.dropped:
+            assert int(ctx.dropped[-1].reason.split("context is ")[1].split()[0]) > budget
 
 
 def test_persona_and_pinned_over_budget_is_an_error_naming_each_part(filled: Agent) -> None:
@@ -111,6 +117,12 @@ def test_goal_records_and_memories_recalled_for_it(filled: Agent, store: SQLiteM
     assert [p.source for p in ctx.parts if p.kind == "goal_memory"] == [f"memory:{mem}"]
     tight = context(filled, store, goal=g.goal_id, identity=ledger.identity, budget=ctx.tokens - 1, today=TODAY)
     assert [d.kind for d in tight.dropped] == ["goal_memory"]
+    # room for the goal's records but not the INDEX: the goal's memories are not even searched for
+    records_only = sum(p.tokens for p in ctx.parts if p.required or p.kind == "goal_record")
+    small = context(filled, store, goal=g.goal_id, identity=ledger.identity, budget=records_only, today=TODAY)
+    assert [p.kind for p in small.parts][-1] == "goal_record" and small.tokens == records_only
+    assert (small.dropped[0].kind, small.dropped[0].source) == ("goal_memory", f"goal:{g.goal_id}")
+    assert "not searched" in small.dropped[0].reason and small.dropped[-1].kind == "index"
 
 
 def test_agent_context_is_the_bridge(filled: Agent, store: SQLiteMemoryStore) -> None:
@@ -169,3 +181,53 @@ def test_sub_indexes_symlinked_inside_are_read_and_out_of_the_root_refused(fille
     (filled.memory_dir / "INDEX_out.md").symlink_to(outside)
     with pytest.raises(UnsafePathError):
         context(filled, budget=100_000, today=TODAY)
+
+
+def test_the_store_is_not_searched_when_recalled_notes_could_not_fit(filled: Agent, store: SQLiteMemoryStore,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = store.search_hybrid
+
+    def counting(query: str, *args: object, **kwargs: object) -> object:
+        calls.append(query)
+        return real(query, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "search_hybrid", counting)
+    full = context(filled, store, query="which debt first", budget=5000, today=TODAY)
+    assert calls == ["which debt first"] and any(p.kind == "recalled" for p in full.parts)
+    required = sum(p.tokens for p in full.parts if p.required)
+    calls.clear()
+    tight = context(filled, store, query="secret-ish query words", budget=required + 1, today=TODAY)
+    assert calls == []  # the INDEX does not fit: nothing below it could, so recall never runs
+    assert tight.dropped[0].kind == "recalled" and tight.dropped[0].source == "query"
+    assert "not searched" in tight.dropped[0].reason and "secret-ish" not in tight.to_json()  # not echoed
+    assert [d.kind for d in tight.dropped] == ["recalled", "sub_index", "index"]
+
+
+def test_sub_indexes_in_the_order_index_md_lists_them(filled: Agent) -> None:
+    for n in (2, 10, 1):
+        (filled.memory_dir / f"INDEX_part_{n}.md").write_text(f"# Part {n}\n\n- `p{n}` — part {n}\n", encoding="utf-8")
+    ctx = context(filled, budget=5000, today=TODAY)
+    subs = [p.source for p in ctx.parts if p.kind == "sub_index"]
+    assert subs == ["memory/INDEX_archive.md", "memory/INDEX_part_1.md", "memory/INDEX_part_2.md",
+                    "memory/INDEX_part_10.md"]
+
+
+def test_superseded_and_expired_notes_are_not_recalled_but_a_pinned_one_stays(filled: Agent,
+                                                                               store: SQLiteMemoryStore) -> None:
+    import datetime as dt
+
+    hook = MirrorHook(store, today=lambda: TODAY)
+    filled.write_hooks.append(hook)
+    filled.create_notes([draft("debt_avalanche", name="Debt avalanche", description="Highest rate debt first, always"),
+                         draft("debt_promo", type="project", name="Debt promo", description="Pay the debt promo first",
+                               expires_at=TODAY + dt.timedelta(days=2)),
+                         draft("debt_pinned", type="project", name="Debt pinned", description="Debt rule pinned",
+                               expires_at=TODAY + dt.timedelta(days=2), pinned=True)], today=TODAY)
+    filled.supersede("feedback_debt_order.md", "feedback_debt_avalanche.md", today=TODAY)
+    later = TODAY + dt.timedelta(days=10)
+    ctx = context(filled, store, query="which debt first", budget=5000, today=later)
+    recalled = {p.source for p in ctx.parts if p.kind == "recalled"}
+    assert "memory/feedback_debt_avalanche.md" in recalled
+    assert not recalled & {"memory/feedback_debt_order.md", "memory/project_debt_promo.md"}  # superseded, expired
+    assert "memory/project_debt_pinned.md" in {p.source for p in ctx.parts if p.kind == "pinned"}  # spec: always loaded

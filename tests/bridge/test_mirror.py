@@ -227,3 +227,83 @@ def test_sync_holds_the_write_lock_so_a_write_never_lands_under_a_stale_mirror(
         assert (again.updated, again.added, again.removed, again.unchanged) == ([], [], [], 1)
     finally:
         writer_store.close()
+
+
+def mirror_findings(agent: Agent, store: MemoryStore, today: dt.date = TODAY) -> dict[str, str]:
+    """path -> rule of every mirror finding lint reports for the agent."""
+    issues = lint_agent(agent, today=today, store=store).issues
+    return {str(i.path): i.rule for i in issues if i.rule.startswith("mirror-")}
+
+
+def test_lint_reports_hand_edits_deletes_and_adds_by_path_until_the_next_sync(agent: Agent, store: SQLiteMemoryStore,
+                                                                               embedder: CountingEmbedder) -> None:
+    agent.create_notes([draft("debt_order"), draft("risk_view", type="user"), draft("gym_days", type="user")], today=TODAY)
+    assert mirror_findings(agent, store) == {}  # never synced: no mirror to lag
+    sync(agent, store, today=TODAY)
+    assert mirror_findings(agent, store) == {}
+    edited = agent.memory_dir / "feedback_debt_order.md"
+    edited.write_text(edited.read_text().replace("Body of debt_order.", "Avalanche, by hand."))  # an editor, not the API
+    (agent.memory_dir / "user_risk_view.md").unlink()
+    write_raw_notes(agent, 1)
+    embedder.texts = 0
+    found = mirror_findings(agent, store)
+    assert found == {"finance/memory/feedback_debt_order.md": "mirror-stale",
+                     "finance/memory/user_risk_view.md": "mirror-orphan",
+                     "finance/memory/reference_topic_00000.md": "mirror-missing"}
+    assert embedder.texts == 0  # the check embeds nothing
+    report = lint_agent(agent, today=TODAY, store=store)
+    assert all(i.severity == "warning" and "vault sync finance" in i.message for i in report.issues
+               if i.rule.startswith("mirror-"))
+    sync(agent, store, today=TODAY)
+    assert mirror_findings(agent, store) == {}
+    assert mirror_findings(agent, store, TODAY + dt.timedelta(days=1)) == {}
+
+
+def test_lint_reports_a_note_expired_since_the_last_sync(agent: Agent, store: SQLiteMemoryStore) -> None:
+    agent.new_note(draft("promo_rate", type="project", expires_at=TODAY + dt.timedelta(days=3)), today=TODAY)
+    sync(agent, store, today=TODAY)
+    later = TODAY + dt.timedelta(days=10)
+    assert mirror_findings(agent, store, later) == {"finance/memory/project_promo_rate.md": "mirror-stale"}
+    sync(agent, store, today=later)
+    assert mirror_findings(agent, store, later) == {}
+
+
+def test_cli_lint_checks_the_mirror_when_a_store_is_configured(agents_root: Path, capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from atomic_agents.cli import main
+
+    monkeypatch.setenv("ATOMIC_AGENTS_EMBEDDER", "hashing")
+
+    def run(*args: str) -> tuple[int, Any]:
+        with pytest.raises(SystemExit) as exc:
+            main(["--agents-root", str(agents_root), *args, "--json"])
+        return int(exc.value.code or 0), json.loads(capsys.readouterr().out)
+
+    def rules() -> dict[str, str]:
+        code, data = run("vault", "lint", "fin")
+        assert code == 0
+        return {i["path"]: i["rule"] for i in data["reports"][0]["issues"] if i["rule"].startswith("mirror-")}
+
+    run("vault", "init", "fin")
+    (agents_root / "_memory").mkdir()
+    run("vault", "new", "fin", "--type", "decision", "--topic", "budget_cap", "--name", "Budget cap",
+        "--description", "Spend at most 2000 a month", "--source", "x")
+    run("vault", "sync", "fin")
+    assert rules() == {}
+    note = agents_root / "fin" / "memory" / "decision_budget_cap.md"
+    note.write_text(note.read_text() + "\nRaised to 2500 by hand.\n")
+    assert rules() == {"fin/memory/decision_budget_cap.md": "mirror-stale"}
+    run("vault", "sync", "fin")
+    assert rules() == {}
+
+
+def test_search_still_fills_its_limit_when_many_notes_expired_since_the_last_sync(agent: Agent,
+                                                                                   store: SQLiteMemoryStore) -> None:
+    soon = TODAY + dt.timedelta(days=1)
+    agent.create_notes([draft(f"budget_rule_{i}", type="project", expires_at=soon, description="Budget rule that expires")
+                        for i in range(15)] + [draft("budget_keeper", description="Budget rule that stays")], today=TODAY)
+    sync(agent, store, today=TODAY)
+    later = TODAY + dt.timedelta(days=5)  # all 15 expired, the mirror not synced since
+    hits = search(agent, store, "budget rule", limit=1, today=later)
+    assert [h.path for h in hits] == ["memory/feedback_budget_keeper.md"]
+    assert len(search(agent, store, "budget rule", limit=20, include_superseded=True, today=later)) == 16

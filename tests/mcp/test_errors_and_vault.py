@@ -80,6 +80,12 @@ def test_vault_tools_write_read_list_index_lint(server: McpClient, workdir: Path
     found = server.ok("eden_search", {"agent_id": "finance", "user_id": "vault", "query": "avalanche motivation", "limit": 5})
     paths = {r["metadata"]["path"] for r in found["results"]}
     assert {"memory/feedback_debt_priority_order.md", "wiki/tax_strategy_2026.md"} <= paths
+    # lint compares the files with that mirror: a hand edit shows, by path
+    edited = workdir / "agents/finance/memory/feedback_debt_priority_order.md"
+    edited.write_text(edited.read_text() + "\nEdited by hand.\n")
+    issues = server.ok("vault_lint", {"agent": "finance"})["reports"][0]["issues"]
+    assert [(i["path"], i["rule"]) for i in issues if i["rule"].startswith("mirror-")] == [
+        ("finance/memory/feedback_debt_priority_order.md", "mirror-stale")]
 
 
 def test_an_invalid_note_is_refused_and_nothing_is_written(server: McpClient, workdir: Path) -> None:

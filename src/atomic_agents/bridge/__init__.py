@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._context import Context, ContextPart, DroppedPart, context
-from ._tokens import TOKENIZER_NAME, count_tokens
+from ._tokens import count_tokens, tokenizer_name
 
 if TYPE_CHECKING:
     from ._mirror import MIRROR_USER, LazyMirrorHook, MirrorHook, NoteHit, SyncReport, attach, mirror_scope, search, sync
@@ -37,13 +37,13 @@ __all__ = [
     "MirrorHook",
     "NoteHit",
     "SyncReport",
-    "TOKENIZER_NAME",
     "attach",
     "context",
     "count_tokens",
     "mirror_scope",
     "search",
     "sync",
+    "tokenizer_name",
 ]
 
 _LAZY = {"LazyMirrorHook", "MIRROR_USER", "MirrorHook", "NoteHit", "SyncReport", "attach", "mirror_scope", "search", "sync"}

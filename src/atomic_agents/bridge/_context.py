@@ -26,6 +26,7 @@ import datetime as dt
 import errno
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -36,7 +37,7 @@ from .._io import open_dir, resolve_inside
 from .._text import decode, read_text
 from ..exceptions import ContextBudgetError, NotFoundError, UnsafePathError, ValidationError
 from ..vault import Agent, Note, parse_model_md, parse_tools_md
-from ._tokens import TOKENIZER_NAME, count_tokens
+from ._tokens import count_tokens, tokenizer_name
 
 if TYPE_CHECKING:
     from ..atp import Identity
@@ -48,6 +49,7 @@ __all__ = ["Context", "ContextPart", "DroppedPart", "context"]
 RELEVANCE_FLOOR = 0.45
 PERSONA_FILES = ("IDENTITY.md", "SOUL.md", "USER.md")
 _SEP = "\n\n"
+_DIGITS = re.compile(r"(\d+)")
 
 # priority: lower number = dropped later; required parts are never dropped
 _PRI = {"persona": 0, "tools": 0, "pinned": 0, "goal_record": 1, "index": 2, "sub_index": 3, "goal_memory": 4, "recalled": 5}
@@ -66,8 +68,12 @@ class ContextPart:
 
     @cached_property
     def tokens(self) -> int:
-        """Counted on first use: a part never weighed against the budget is never tokenized."""
-        return count_tokens(self.text)
+        """Its count as printed, with the blank line after it; on first use (a part never weighed is never counted).
+
+        The printed prompt is every part followed by a blank line, so its count is the sum of
+        these (see :func:`_count`).
+        """
+        return count_tokens(self.text + _SEP)
 
     @property
     def required(self) -> bool:
@@ -104,15 +110,16 @@ class Context:
     budget_source: str
     parts: list[ContextPart]
     dropped: list[DroppedPart] = field(default_factory=list)
-    tokenizer: str = TOKENIZER_NAME
+    tokenizer: str = field(default_factory=tokenizer_name)
 
     @property
     def text(self) -> str:
-        return _SEP.join(p.text for p in self.parts) + "\n"
+        return _joined(self.parts)
 
-    @property
+    @cached_property
     def tokens(self) -> int:
-        return sum(p.tokens for p in self.parts)
+        """The count of :attr:`text` as printed (the sum of the parts' counts): never above the budget."""
+        return _count(self.parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -131,6 +138,30 @@ class Context:
         lines += [f"dropped {d.kind} {d.source}" + (f" ({d.tokens} tokens)" if d.tokens is not None else "")
                   + f": {d.reason}" for d in self.dropped]
         return lines
+
+
+def _joined(parts: list[ContextPart]) -> str:
+    """The prompt: each part followed by a blank line."""
+    return "".join(p.text + _SEP for p in parts)
+
+
+def _count(parts: list[ContextPart]) -> int:
+    """Tokens of ``_joined(parts)``, from the parts' own counts.
+
+    A part is stripped, so it starts and ends with a non-space character. A BPE
+    of the GPT family splits its input into pieces by a regex before merging,
+    and the only piece that can reach across the blank line after a part is a
+    run of punctuation at its end, which takes in the newlines and then any
+    ``/`` that follows (``[\\r\\n/]*`` in the o200k/cl100k patterns): so unless
+    the next part starts with ``/``, the count of the joined text is exactly the
+    sum of each part's count with its blank line (a test checks this on random
+    text). WordPiece makes no token of whitespace at all. A part starting with
+    ``/`` (rare: parts are persona, headings, INDEX files) makes the text be
+    counted whole.
+    """
+    if any(p.text.startswith("/") for p in parts[1:]):
+        return count_tokens(_joined(parts))
+    return sum(p.tokens for p in parts)
 
 
 def _read(agent: Agent, path: Path) -> str | None:
@@ -201,7 +232,8 @@ def _index_parts(agent: Agent) -> list[ContextPart]:
     if main:
         parts.append(_part("index", "memory/INDEX.md", main, "INDEX: the agent's map of its memory"))
     try:  # names in C (a pathlib glob matches 10,000 note names in Python)
-        names = sorted(n for n in os.listdir(agent.memory_dir) if n.startswith("INDEX_") and n.endswith(".md"))
+        names = sorted((n for n in os.listdir(agent.memory_dir) if n.startswith("INDEX_") and n.endswith(".md")),
+                       key=_natural)  # INDEX_x_2.md before INDEX_x_10.md: the order INDEX.md lists them
     except FileNotFoundError:
         names = []
     if not names:
@@ -215,6 +247,10 @@ def _index_parts(agent: Agent) -> list[ContextPart]:
     finally:
         os.close(dfd)
     return parts
+
+
+def _natural(name: str) -> list[Any]:
+    return [int(t) if i % 2 else t for i, t in enumerate(_DIGITS.split(name))]  # odd: the digit runs
 
 
 def _read_sub(agent: Agent, dfd: int, name: str) -> str | None:
@@ -257,8 +293,8 @@ def _recalled(agent: Agent, store: MemoryStore, query: str, limit: int, skip: se
     return parts
 
 
-def _goal_parts(store: MemoryStore, identity: Identity, goal: str, query: str | None, records: int,
-                limit: int) -> list[ContextPart]:
+def _goal_records(store: MemoryStore, identity: Identity, goal: str, records: int) -> tuple[list[ContextPart], list[Any]]:
+    """The goal's latest ``records`` ATP records as parts, and the whole chain (oldest first)."""
     from ..atp import Ledger
 
     chain = Ledger(store, identity).records(goal)
@@ -270,18 +306,22 @@ def _goal_parts(store: MemoryStore, identity: Identity, goal: str, query: str | 
               f"goal {goal}: one of its {len(latest)} latest records", order=i)
         for i, r in enumerate(latest)
     ]
+    return parts, chain
+
+
+def _goal_memories(store: MemoryStore, identity: Identity, goal: str, chain: list[Any], query: str | None,
+                   limit: int) -> list[ContextPart]:
     ids = {r.id for r in chain}
     q = (query or chain[0].content).strip()[:2000]
     # hybrid recall in the ledger's own scope, at the same floor as the notes (ATP: relevant at >= 0.45)
     hits = store.search_hybrid(q, identity.scope, None, min(limit + len(ids), 1000)) if q else []
-    n = 0
+    parts: list[ContextPart] = []
     for h in hits:
-        if h.id in ids or h.memory.metadata.get("source") == "vault" or h.score < RELEVANCE_FLOOR or n >= limit:
+        if h.id in ids or h.memory.metadata.get("source") == "vault" or h.score < RELEVANCE_FLOOR or len(parts) >= limit:
             continue  # the goal's own records are in already; vault notes come as recalled notes
         parts.append(_part("goal_memory", f"memory:{h.id}", f"## Recalled for goal {goal} ({h.score:.2f})\n\n"
                            f"{h.memory.content.strip()}", f"recalled for goal {goal}, score {h.score:.4f} >= {RELEVANCE_FLOOR}",
-                           score=h.score, order=n))
-        n += 1
+                           score=h.score, order=len(parts)))
     return parts
 
 
@@ -320,34 +360,100 @@ def context(
                               field="identity", rule="required")
     cap, source = _budget(agent, budget)
     required = _always(agent)
-    need = sum(p.tokens for p in required)
+    need = _count(required)  # the parts as printed, with the blank lines between them
     if need > cap:
         raise ContextBudgetError(
-            f"the always-loaded parts need {need} tokens, over the budget of {cap} ({source}): "
+            f"the always-loaded parts need {need} tokens as printed (with the blank lines between them), over the "
+            f"budget of {cap} ({source}); each part: "
             + ", ".join(f"{p.source} {p.tokens}" for p in required)
             + "; raise 'Max system prompt' in model.md, pass a larger --budget, or unpin notes",
             budget=cap, parts={p.source: p.tokens for p in required},
         )
-    optional = _index_parts(agent)
-    if query and store is not None:
-        optional += _recalled(agent, store, query, limit, {p.source for p in required if p.kind == "pinned"}, today)
+    # Parts are made in priority order, and a store search only runs when its results could
+    # still fit: once a higher-priority part does not fit, everything below it is dropped anyway.
+    walk = _Walk(required, need, cap)
+    chain: list[Any] = []
     if goal and store is not None and identity is not None:
-        optional += _goal_parts(store, identity, goal, query, goal_records, limit)
-    # Dropping the lowest-priority part until the rest fits keeps the longest highest-priority
-    # run that fits; so walk from the top and count only up to the first part that does not fit.
-    ranked = sorted(optional, key=_drop_key, reverse=True)
-    total, kept = need, 0
-    for p in ranked:
-        if total + p.tokens > cap:
-            break
-        total += p.tokens
-        kept += 1
-    dropped: list[DroppedPart] = []
-    for i in range(len(ranked) - 1, kept - 1, -1):  # reported lowest first, the order they go in
-        p = ranked[i]
-        why = (f"over budget: {total} + {p.tokens} tokens > {cap}" if i == kept else
-               f"lower priority than {ranked[kept].kind} {ranked[kept].source}, which does not fit")
-        dropped.append(DroppedPart(p.kind, p.source, p.tokens if i == kept else None, f"{why}; {p.kind} parts go before higher-priority ones"))
-    gone = {(d.kind, d.source) for d in dropped}
-    parts = required + [p for p in optional if (p.kind, p.source) not in gone]
-    return Context(agent.name, cap, source, parts, dropped)
+        records, chain = _goal_records(store, identity, goal, goal_records)
+        walk.add(records)
+    walk.add(_index_parts(agent))
+    if goal and store is not None and identity is not None:
+        if walk.full:
+            walk.unsearched("goal_memory", f"goal:{goal}", "memories recalled for the goal")
+        else:
+            walk.add(_goal_memories(store, identity, goal, chain, query, limit))
+    if query and store is not None:
+        if walk.full:
+            walk.unsearched("recalled", "query", "notes recalled for the query")  # the query is not echoed
+        else:
+            walk.add(_recalled(agent, store, query, limit, {p.source for p in required if p.kind == "pinned"}, today))
+    kept, dropped = walk.finish()
+    return Context(agent.name, cap, source, kept, dropped)
+
+
+#: where each kind of optional part is printed (after the required ones), then by its order
+_PRINT = {"index": 0, "sub_index": 1, "recalled": 2, "goal_record": 3, "goal_memory": 4}
+
+
+class _Walk:
+    """The drop walk: keep the longest highest-priority run of parts that fits the budget.
+
+    Dropping the lowest-priority part until the rest fits keeps the longest
+    highest-priority run that fits: so walk from the top and stop at the first
+    part that does not fit. Parts are added in priority order (each
+    :meth:`add` below the ones before). Each step adds the part's count as
+    printed (exact: see :func:`_count`); when the sum passes the budget the
+    parts are counted by :func:`_count` to decide. :meth:`finish` checks the
+    result the same way and drops the lowest kept part while it is over (only
+    possible when a part starts with ``/`` and the text is counted whole): the
+    printed prompt never exceeds the budget.
+    """
+
+    def __init__(self, required: list[ContextPart], need: int, cap: int) -> None:
+        self.required, self.cap, self.total = required, cap, need
+        self.ranked: list[ContextPart] = []  # every optional part, highest priority first
+        self.chosen = 0  # ranked[:chosen] fit
+        self.with_boundary: int | None = None  # tokens with ranked[chosen] in, once it did not fit
+        self.skipped: list[DroppedPart] = []
+
+    @property
+    def full(self) -> bool:
+        return self.with_boundary is not None
+
+    def _printed(self, n: int) -> int:
+        return _count(self.required + sorted(self.ranked[:n], key=lambda p: (_PRINT[p.kind], p.order)))
+
+    def add(self, parts: list[ContextPart]) -> None:
+        self.ranked.extend(sorted(parts, key=_drop_key, reverse=True))
+        while not self.full and self.chosen < len(self.ranked):
+            p = self.ranked[self.chosen]
+            bound = self.total + p.tokens
+            if bound > self.cap:
+                exact = self._printed(self.chosen + 1)
+                if exact > self.cap:
+                    self.with_boundary = exact
+                    break
+                bound = exact
+            self.total = bound
+            self.chosen += 1
+
+    def unsearched(self, kind: str, source: str, what: str) -> None:
+        boundary = self.ranked[self.chosen]
+        self.skipped.append(DroppedPart(kind, source, None, f"not searched: {what} rank below {boundary.kind} "
+                                        f"{boundary.source}, which does not fit"))
+
+    def finish(self) -> tuple[list[ContextPart], list[DroppedPart]]:
+        while self.chosen and (exact := self._printed(self.chosen)) > self.cap:
+            self.chosen -= 1
+            self.with_boundary = exact
+        dropped = list(reversed(self.skipped))  # the lowest first, the order they go in
+        if self.with_boundary is not None:
+            boundary = self.ranked[self.chosen]
+            for p in reversed(self.ranked[self.chosen + 1:]):
+                dropped.append(DroppedPart(p.kind, p.source, None, f"lower priority than {boundary.kind} {boundary.source}, "
+                                           f"which does not fit; {p.kind} parts go before higher-priority ones"))
+            dropped.append(DroppedPart(boundary.kind, boundary.source, boundary.tokens,
+                                       f"over budget: with it the context is {self.with_boundary} tokens > {self.cap}; "
+                                       f"{boundary.kind} parts go before higher-priority ones"))
+        kept = sorted(self.ranked[:self.chosen], key=lambda p: (_PRINT[p.kind], p.order))
+        return self.required + kept, dropped

@@ -30,11 +30,12 @@ from .._io import resolve_inside
 from .._text import decode
 from ..exceptions import FrontmatterParseError, UnsafePathError, ValidationError
 from ..memory import MAX_CONTENT_CHARS, Memory, MemoryStore, Scope
-from ..vault import Agent, Note
+from ..vault import Agent, Issue, Note
 from ..vault._agent import MIRROR_STALE
 from .._format._frontmatter import parse
 
-__all__ = ["MIRROR_USER", "LazyMirrorHook", "MirrorHook", "NoteHit", "SyncReport", "mirror_scope", "search", "sync", "unit_memory"]
+__all__ = ["MIRROR_USER", "LazyMirrorHook", "MirrorHook", "NoteHit", "SyncReport", "check", "mirror_scope", "search", "sync",
+           "unit_memory"]
 
 #: ``user_id`` of mirrored notes: the vault agent is the ``agent_id``; "vault" tells them from other memories.
 MIRROR_USER = "vault"
@@ -284,6 +285,65 @@ def _stat(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def check(agent: Agent, store: MemoryStore, *, today: dt.date | None = None) -> list[Issue]:
+    """Lint warnings for every mirror entry that lags the files, by path: stale, missing, orphaned.
+
+    The files are compared with the mirror the way :func:`sync` would (each
+    file's digest against the ``content_hash`` stored under its path), from one
+    scan of the mirror and one read of each file: nothing is parsed or embedded.
+    Hand edits, deletions and additions made outside the API show up here; after
+    ``vault sync`` the list is empty. An agent with no mirror at all (never
+    synced) gives nothing: there is nothing to lag.
+
+    >>> [i.rule for i in check(agent, store)]  # doctest: +SKIP
+    ['mirror-stale', 'mirror-orphan']
+    """
+    today = today or dt.date.today()
+    by_path: dict[str, list[Memory]] = {}
+    for mem in _mirrored(store, mirror_scope(agent)):
+        rel = mem.metadata.get("path")
+        by_path.setdefault(rel if isinstance(rel, str) else "", []).append(mem)
+    if not by_path:
+        return []
+    sync_cmd = f"run: atomic-agents vault sync {agent.name}"
+    issues: list[Issue] = []
+    dfds: dict[str, int] = {}
+    try:
+        for unit_type, path in _files(agent):
+            rel = f"{unit_type}/{path.name}"
+            where = f"{agent.name}/{rel}"
+            try:
+                data = _read_bytes(agent, path, dfds)
+            except (FileNotFoundError, UnsafePathError):
+                continue  # gone while we looked (its entry shows as orphaned), or reported by lint itself
+            found = by_path.pop(rel, None)
+            if not found:
+                issues.append(Issue(where, "mirror", "mirror-missing",
+                                    f"not in the memory mirror (added outside the vault API); {sync_cmd}", "warning"))
+                continue
+            if len(found) > 1:
+                issues.append(Issue(where, "mirror", "mirror-duplicate",
+                                    f"{len(found)} mirror entries for one note; {sync_cmd}", "warning"))
+            md = found[0].metadata
+            if md.get("content_hash") != _digest(data):
+                issues.append(Issue(where, "mirror", "mirror-stale",
+                                    f"the memory mirror holds an older version (edited outside the vault API); {sync_cmd}",
+                                    "warning"))
+            elif status_of(md, today) != md.get("status"):
+                issues.append(Issue(where, "mirror", "mirror-stale",
+                                    f"{status_of(md, today)} since the last sync, still {md.get('status')} in the mirror; "
+                                    f"{sync_cmd}", "warning"))
+    finally:
+        for fd in dfds.values():
+            os.close(fd)
+    for rel in sorted(by_path):
+        shown = f"{agent.name}/{rel}" if rel else None
+        issues.append(Issue(shown, "mirror", "mirror-orphan",
+                            f"{len(by_path[rel])} mirror entr{'y' if len(by_path[rel]) == 1 else 'ies'} for a note "
+                            f"that is gone (deleted outside the vault API); {sync_cmd}", "warning"))
+    return issues
+
+
 class MirrorHook:
     """A vault write hook that mirrors each written note into ``store`` (see :mod:`atomic_agents.vault`).
 
@@ -362,15 +422,21 @@ def search(
     if not include_superseded:
         filters["status"] = "live"
     # a note may have expired since the last sync: ask for a few more and check the date here too
-    hits = store.search_hybrid(query, mirror_scope(agent), filters, min(limit + 10, 1000))
-    out = []
-    for h in hits:
-        md = h.memory.metadata
-        status = status_of(md, today)
-        if not include_superseded and status != "live":
-            continue
-        out.append(NoteHit(str(md.get("path")), str(md.get("name") or ""), str(md.get("description") or ""),
-                           h.score, md.get("type") if isinstance(md.get("type"), str) else None, status, h.memory.id))
+    # (and, if that many expired, ask again for more: never fewer hits than there are live notes)
+    want = min(limit + 10, 1000)
+    while True:
+        hits = store.search_hybrid(query, mirror_scope(agent), filters, want)
+        out = []
+        for h in hits:
+            md = h.memory.metadata
+            status = status_of(md, today)
+            if not include_superseded and status != "live":
+                continue
+            out.append(NoteHit(str(md.get("path")), str(md.get("name") or ""), str(md.get("description") or ""),
+                               h.score, md.get("type") if isinstance(md.get("type"), str) else None, status, h.memory.id))
+        if len(out) >= limit or len(hits) < want or want >= 1000:
+            break
+        want = min(want * 4, 1000)
     out.sort(key=lambda n: (-n.score, n.path))
     return out[:limit]
 

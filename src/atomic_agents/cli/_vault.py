@@ -264,15 +264,21 @@ def validate(agent: OptAgentArg = None) -> None:
 
 
 @app.command()
-@shared(*_VAULT)
+@shared(*_WRITE)  # --db: the mirror to check; nothing is embedded, so no --embedder
 def lint(
     agent: OptAgentArg = None,
     stale_days: Annotated[int, typer.Option(metavar="DAYS", help="Warn when last_seen is older than this.")] = 90,
 ) -> None:
-    """Report invalid, stale, expired, unindexed and broken-link notes; exit 1 on errors."""
+    """Report invalid, stale, expired, unindexed and broken-link notes, and a memory mirror that lags; exit 1 on errors."""
     from ..vault import Vault
 
-    reports = Vault(agents_root()).lint(agent, stale_days=stale_days)
+    # With a store configured, each mirror entry that lags the files (hand edits) is reported too.
+    store = _open_store() if _store_configured() else None
+    try:
+        reports = Vault(agents_root()).lint(agent, stale_days=stale_days, store=store)
+    finally:
+        if store is not None:
+            store.close()
 
     def human() -> None:
         lines: list[str] = []

@@ -75,7 +75,8 @@ def read_index(s: Services, a: Args) -> Any:
 
 
 def lint(s: Services, a: Args) -> Any:
-    reports = s.vault().lint(a.text("agent"), stale_days=a.integer("stale_days", default=90))
+    # the server's store holds the mirror its writes keep: lint reports entries hand edits left behind
+    reports = s.vault().lint(a.text("agent"), stale_days=a.integer("stale_days", default=90), store=s.store())
     return {"reports": [r.to_dict() for r in reports]}
 
 

@@ -7,7 +7,8 @@ notes with no INDEX entry, an interrupted write not yet rolled forward, bad
 Warnings: stale (``last_seen`` older than ``stale_days``), expired
 (``expires_at`` passed: an archive candidate), one-sided supersede links,
 over-long name/description, a large pinned set, a stale memory mirror (a write
-whose mirror update failed; ``vault sync`` repairs it). Hints: time-bounded types with
+whose mirror update failed; with a store given, also each mirror entry that is
+stale, missing or orphaned after hand edits; ``vault sync`` repairs it). Hints: time-bounded types with
 undated filenames, notes promoted to a persona file.
 """
 
@@ -226,9 +227,14 @@ def _index_coverage(agent: Agent, unit_type: UnitType, units: list[Note], names:
 
 
 def lint_agent(
-    agent: Agent, *, today: dt.date | None = None, stale_days: int = STALE_DAYS, pinned_budget: int = PINNED_BUDGET
+    agent: Agent, *, today: dt.date | None = None, stale_days: int = STALE_DAYS, pinned_budget: int = PINNED_BUDGET,
+    store: Any = None,
 ) -> LintReport:
-    """Lint one agent's vault."""
+    """Lint one agent's vault; with ``store`` (a memory store), also each mirror entry that lags the files.
+
+    The vault imports nothing above it: the mirror check lives in the memory
+    bridge and is reached through the ``vault.mirror_check`` extension point.
+    """
     from ._persona import check_operational_files
 
     today = today or dt.date.today()
@@ -270,6 +276,10 @@ def lint_agent(
                   "the memory mirror lags the notes (a store write failed); run: atomic-agents vault sync "
                   f"{agent.name}", "warning")
         )
+    if store is not None:
+        from .._extensions import resolve
+
+        report.issues.extend(resolve("vault.mirror_check")(agent, store, today=today))
     if len(report.pinned) > pinned_budget:
         report.issues.append(
             Issue(str(agent.memory_dir.relative_to(agent.agents_root)), "pinned", "pinned-budget",

@@ -6,6 +6,7 @@ import datetime as dt
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ..exceptions import NotFoundError, UnsafePathError
 from ._agent import Agent, WriteHook
@@ -71,11 +72,13 @@ class Vault:
                 out.append(_unsafe_issue(exc))
         return out
 
-    def lint(self, name: str | None = None, *, today: dt.date | None = None, stale_days: int = 90) -> list[LintReport]:
+    def lint(self, name: str | None = None, *, today: dt.date | None = None, stale_days: int = 90,
+             store: Any = None) -> list[LintReport]:
+        """Lint one agent or all; ``store`` (a memory store) adds the mirror check (see :func:`lint_agent`)."""
         reports = []
         for a in self._targets(name):
             try:
-                reports.append(lint_agent(a, today=today, stale_days=stale_days))
+                reports.append(lint_agent(a, today=today, stale_days=stale_days, store=store))
             except UnsafePathError as exc:
                 reports.append(LintReport(a.name, [_unsafe_issue(exc)]))
         return reports
