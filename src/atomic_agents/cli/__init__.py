@@ -37,6 +37,14 @@ def main(argv: list[str] | None = None) -> None:
 
         if lean_serve(args):
             return
+    if "memory" in args[:3]:  # a warm daemon for this database answers without typer (_daemon_client.py)
+        from .._daemon_client import try_daemon
+
+        code = try_daemon(args)
+        if code is not None:
+            if code:
+                sys.exit(code)
+            return
     from ._app import app
     from ._common import run
 
