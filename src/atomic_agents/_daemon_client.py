@@ -8,7 +8,7 @@ that database's daemon socket and, if one answers, has the daemon run the comman
 writes back its stdout and stderr bytes and exit code. The daemon runs the same typer
 command code, so the answer is the in-process one by construction.
 
-Anything short of a clean answer (no socket, a stale one, a socket or folder not owned
+``ATOMIC_AGENTS_DAEMON=off`` always runs in-process. Anything short of a clean answer (no socket, a stale one, a socket or folder not owned
 by this user, another version of the code, a terminal on stdin/stdout/stderr, an
 argument the lean parser does not follow) returns ``None``: the caller then runs the
 command in-process, as without a daemon. Once a command has been sent, a daemon that
@@ -272,7 +272,7 @@ def _umask() -> int:
 
 def try_daemon(args: list[str]) -> int | None:
     """Run ``atomic-agents <args>`` through the database's daemon; its exit code, or ``None`` to run in-process."""
-    if os.name != "posix" or "_ATOMIC_AGENTS_COMPLETE" in os.environ:
+    if os.name != "posix" or "_ATOMIC_AGENTS_COMPLETE" in os.environ or os.environ.get("ATOMIC_AGENTS_DAEMON") == "off":
         return None
     if any(os.isatty(fd) for fd in (0, 1, 2)):  # terminal width, colours, indented JSON: in-process
         return None

@@ -444,9 +444,26 @@ def stop() -> None:
     data = {"running": False, "db": db, "socket": client.socket_path(db), "stopped": reply is not None}
     if reply is not None:
         _wait_unlocked(client.lock_path(db))
+        _wait_gone(int(reply.get("pid") or 0))
         data.update(pid=reply.get("pid"), requests=reply.get("requests"))
     line = f"daemon for {db} stopped\n" if reply is not None else f"no daemon running for {db}\n"
     emit(data, wants_json(), lambda: None if sys.stdout.write(line) is None else None)
+
+
+def _wait_gone(pid: int, timeout: float = 30.0) -> None:
+    """Until process ``pid`` has exited (a zombie counts as exited)."""
+    deadline = time.monotonic() + timeout
+    while pid > 0 and time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[-1].split()[0] == b"Z":
+                    return
+        except (ProcessLookupError, PermissionError):
+            return
+        except OSError:  # no /proc (macOS): the signal probe alone
+            pass
+        time.sleep(0.02)
 
 
 def _wait_unlocked(lock: str, timeout: float = 30.0) -> None:
