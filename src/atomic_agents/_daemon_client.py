@@ -26,7 +26,9 @@ import marshal
 import os
 import stat
 import sys
-from typing import Any
+TYPE_CHECKING = False  # typing stays unimported (the warm path)
+if TYPE_CHECKING:
+    from typing import Any
 
 import _socket
 

@@ -10,7 +10,9 @@ object on stdout.
 from __future__ import annotations
 
 import sys
-from typing import Any
+TYPE_CHECKING = False  # typing stays unimported: a command answered by the daemon never loads it
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["app", "main"]
 

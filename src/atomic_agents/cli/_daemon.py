@@ -92,6 +92,11 @@ def served_store(embeds: bool) -> MemoryStore | None:
     name = embedder_name() if embeds else (os.environ.get("ATOMIC_AGENTS_EMBEDDER") or "minilm")
     if name.strip().lower() != s.embedder:
         return None
+    from . import _common
+
+    durable = getattr(_common, "durable", None)  # --durability (where the CLI has it): the daemon's store is durable
+    if callable(durable) and durable() is False:
+        return None
     from ..memory._store import _checked_db_path, _is_dsn
 
     path = db_path()
@@ -147,9 +152,36 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
+_COMMAND: list[Any] = []
+
+
+def _command() -> Any:
+    """The root app as ``Typer.__call__`` runs it, its click command built once (typer rebuilds it per call)."""
+    if not _COMMAND:
+        from typer.main import get_command
+
+        from ._app import app as root_app
+
+        cmd = get_command(root_app)
+
+        def call(**kwargs: Any) -> Any:
+            try:
+                return cmd(**kwargs)
+            except Exception as exc:  # as Typer.__call__: the app's exception settings ride on the error
+                from typer.main import DeveloperExceptionConfig, _typer_developer_exception_attr_name
+
+                setattr(exc, _typer_developer_exception_attr_name, DeveloperExceptionConfig(
+                    pretty_exceptions_enable=root_app.pretty_exceptions_enable,
+                    pretty_exceptions_show_locals=root_app.pretty_exceptions_show_locals,
+                    pretty_exceptions_short=root_app.pretty_exceptions_short))
+                raise
+
+        _COMMAND.append(call)
+    return _COMMAND[0]
+
+
 def _run_captured(hello: dict[str, Any], stdin: bytes) -> tuple[int, bytes, bytes]:
     """Run the client's command line here as ``main`` would in its process; (exit code, stdout, stderr)."""
-    from ._app import app as root_app
     from ._common import run
 
     saved = (dict(os.environ), os.getcwd(), sys.stdin, sys.stdout, sys.stderr, sys.argv)
@@ -166,7 +198,7 @@ def _run_captured(hello: dict[str, Any], stdin: bytes) -> tuple[int, bytes, byte
         sys.stdin, sys.stdout, sys.stderr = _Capture(stdin, ie, ier), out, err
         sys.argv = [hello["argv0"], *hello["argv"]]
         try:
-            run(root_app, list(hello["argv"]), prog_name="atomic-agents")
+            run(_command(), list(hello["argv"]), prog_name="atomic-agents")
             code = 0
         except SystemExit as exc:
             code = _exit_code(exc)
@@ -264,7 +296,7 @@ def serve(db: str, embedder: str, idle_timeout: float, *, ready: Any = None) -> 
     except OSError:
         os.close(lock_fd)
         raise _AlreadyRunning from None
-    from . import _app  # noqa: F401  (the whole CLI, imported once)
+    _command()  # the whole CLI, imported and built once
 
     store = _open(db, embedder)
     store.embedder.embed_batch(["warm up"])  # load the model now, not at the first request
