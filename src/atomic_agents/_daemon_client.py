@@ -54,9 +54,13 @@ _MAX_FRAME = 1 << 31
 
 
 def daemon_key() -> str:
-    """Client and daemon must run the same code: protocol, version, package folder, Python."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    return f"{PROTOCOL}|{__version__}|{here}|{sys.version}"
+    """Client and daemon must run the same code: protocol, version, package folder (and its install time), Python."""
+    here = os.path.abspath(__file__)
+    try:
+        stamp = os.stat(here).st_mtime_ns  # a reinstall of the same version rewrites this file
+    except OSError:  # pragma: no cover
+        stamp = 0
+    return f"{PROTOCOL}|{__version__}|{os.path.dirname(here)}|{stamp}|{sys.version}"
 
 
 def runtime_dir() -> str:
@@ -317,7 +321,10 @@ def _exchange(sock: Any, args: list[str], cwd: str, command: str, reads_stdin: b
         return None
     if not isinstance(ack, dict) or not ack.get("ok"):
         return None  # another version, another environment: in-process
-    data = sys.stdin.buffer.read() if reads_stdin else b""
+    try:
+        data = sys.stdin.buffer.read() if reads_stdin else b""
+    except (OSError, ValueError, AttributeError):
+        return None  # in-process meets the same stdin, and reports it as it always has
     try:
         sock.settimeout(REPLY_TIMEOUT)
         send(sock, data)
