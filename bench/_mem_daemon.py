@@ -8,6 +8,8 @@ stderr (as an agent's script runs it), wall time from spawn to exit, p50 over
 ``--reps``. The variants run interleaved (one of each per round, the order rotated),
 so load on the shared machine hits them alike. Baselines in the same run: ``python -c
 pass`` (the interpreter's floor), ``python -c "import typer"`` (any typer CLI's floor),
+all with bytecode cached (``PYTHONPYCACHEPREFIX`` in the run's temp folder, one
+uncounted warm-up round) as for an installed package,
 and the same command in-process (``ATOMIC_AGENTS_DAEMON=off``: imports, model load,
 store open, as without a daemon). The store is SQLite with the real local model,
 filled through the store's own batch write path. Target: warm remember and recall
@@ -69,7 +71,9 @@ def run(argv: list[str]) -> None:
         store.close()
         fill = time.perf_counter() - t0
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ATOMIC_AGENTS_", "EDEN_"))}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached as for an installed package (not in the checkout)
         env.update(XDG_RUNTIME_DIR=str(runtime), ATOMIC_AGENTS_EMBEDDER=args.embedder,
+                   PYTHONPYCACHEPREFIX=str(Path(tmp) / "pycache"),
                    PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""))
         cold = {**env, "ATOMIC_AGENTS_DAEMON": "off"}
         cli = [sys.executable, "-m", "atomic_agents.cli", "memory", "--db", str(db)]
@@ -92,7 +96,7 @@ def run(argv: list[str]) -> None:
         names = list(variants)
         load0 = os.getloadavg()[0]
         try:
-            for rep in range(args.reps):
+            for rep in range(-1, args.reps):  # round -1 warms the bytecode cache and is not counted
                 q = words[rep % len(words)]
                 variants["recall, in-process (cold)"] = ([*cli, "recall", *SCOPE, q], cold)
                 variants["recall, via daemon (warm)"] = ([*cli, "recall", *SCOPE, q], env)
@@ -101,9 +105,11 @@ def run(argv: list[str]) -> None:
                 order = names[rep % len(names):] + names[:rep % len(names)]
                 for name in order:
                     cmd, e = variants[name]  # type: ignore[misc]
-                    times[name].append(_wall(cmd, e))
-            status = subprocess.run([sys.executable, "-m", "atomic_agents.cli", "daemon", "status", "--db", str(db)],
-                                    env=env, capture_output=True, text=True).stdout.strip()
+                    took = _wall(cmd, e)
+                    if rep >= 0:
+                        times[name].append(took)
+            status = subprocess.run([sys.executable, "-m", "atomic_agents.cli", "daemon", "status", "--db", str(db),
+                                     "--json"], env=env, capture_output=True, text=True).stdout.strip()
         finally:
             subprocess.run([sys.executable, "-m", "atomic_agents.cli", "daemon", "stop", "--db", str(db)], env=env,
                            capture_output=True)
@@ -112,7 +118,7 @@ def run(argv: list[str]) -> None:
     p50 = {k: statistics.median(v) for k, v in times.items()}
     print(f"\n## warm path: {args.size:,} memories, embedder {args.embedder}, {args.reps} interleaved rounds "
           f"(store filled in {fill:.0f} s; load average {load0:.1f} -> {load1:.1f} on {os.cpu_count()} cores)\n")
-    print(f"{status}\n")
+    print(f"daemon status at the end: {status}\n")
     print("| whole process, p50 (ms) | via daemon | in-process (cold) | python -c pass | python -c \"import typer\" | target |")
     print("|---|---|---|---|---|---|")
     typer_key = 'python -c "import typer"'

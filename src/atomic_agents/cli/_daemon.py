@@ -61,6 +61,7 @@ class _Served:
         self.started = time.time()
         self.idle_timeout = idle_timeout
         self.requests = 0
+        self.busy: dict[str, list[float]] = {}  # command -> [count, seconds spent running it]
 
 
 _SERVED: list[_Served] = []
@@ -232,6 +233,7 @@ def _status(s: _Served) -> dict[str, Any]:
         "embedder": s.embedder,
         "uptime_s": round(time.time() - s.started, 3),
         "requests": s.requests,
+        "ms_per_request": {cmd: round(1000 * t / n, 2) for cmd, (n, t) in sorted(s.busy.items())},
         "idle_timeout_s": s.idle_timeout,
     }
 
@@ -254,15 +256,19 @@ def _handle(conn: Any, s: _Served, uid: int) -> None:
         return
     pinned = {k: os.environ.get(k) for k in client.PINNED_ENV}
     argv = hello.get("argv")
-    ok = (hello.get("key") == client.daemon_key() and hello.get("pinned") == pinned and isinstance(argv, list)
-          and client.resolve_db(argv, hello.get("env") or {}, str(hello.get("cwd"))) is not None
+    routed = client.resolve_db(argv, hello.get("env") or {}, str(hello.get("cwd"))) if isinstance(argv, list) else None
+    ok = (hello.get("key") == client.daemon_key() and hello.get("pinned") == pinned and routed is not None
           and os.path.isdir(str(hello.get("cwd"))))  # memory commands only
     client.send(conn, {"ok": ok})
-    if not ok:
+    if not ok or routed is None:
         return
     stdin = client.recv_bytes(conn)
-    s.requests += 1
+    t0 = time.perf_counter()
     code, out, err = _run_captured(hello, stdin)
+    n_t = s.busy.setdefault(routed[0], [0, 0.0])
+    n_t[0] += 1
+    n_t[1] += time.perf_counter() - t0
+    s.requests += 1
     client.send(conn, {"code": code})
     client.send(conn, out)
     client.send(conn, err)
