@@ -357,3 +357,17 @@ def test_the_real_model_answers_identically(env: Env) -> None:
     assert [env.mem(*a) for a in args] == before
     assert env.requests() == len(args)
     assert json.loads(before[0][1])["results"][0]["id"] == ids[1]
+
+
+@pytest.mark.parametrize("bad", ["-1", "nan", "inf"])
+def test_bad_idle_timeout_is_a_typed_error(env: Env, bad: str) -> None:
+    code, out, err = env.cli("daemon", "start", "--db", str(env.db), "--idle-timeout", bad)
+    assert code == 1 and err.startswith(b"error: ") and b"idle-timeout" in err
+    assert not os.path.exists(env.sock)
+
+
+def test_start_refuses_a_missing_folder_and_a_dsn(env: Env) -> None:
+    code, _, err = env.cli("daemon", "start", "--db", str(env.tmp / "nope" / "m.db"))
+    assert code == 1 and b"does not exist" in err
+    code, _, err = env.cli("daemon", "start", "--db", "postgresql://u@localhost/x")
+    assert code == 1 and b"SQLite" in err

@@ -429,7 +429,7 @@ def start(idle_timeout: IdleTimeout = DEFAULT_IDLE) -> None:
 
     if os.name != "posix":  # pragma: no cover
         raise StoreError("the daemon needs Unix sockets (Linux, macOS)")
-    if idle_timeout < 0:
+    if not 0 <= idle_timeout < float("inf"):  # NaN fails this too
         raise ValidationError("must be 0 (never) or more seconds", field="idle-timeout", rule="range")
     db = _target()
     _prepare_dir()
