@@ -19,6 +19,7 @@ import os
 import random
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -211,6 +212,14 @@ def main() -> None:
     ap.add_argument("--embedder", default="minilm", help="minilm (default) or hashing")
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--reuse-vectors", action="store_true", help="at sizes > 10,000, texts sharing verb/thing/outcome reuse one vector (store timing only)")
+    ap.add_argument("--section", choices=["store", "daemon"], default="store",
+                    help="daemon: the warm path (bench/_mem_daemon.py, with its own options: --size, --reps)")
+    argv = sys.argv[1:]
+    for i, a in enumerate(argv):
+        if a == "--section=daemon" or (a == "--section" and argv[i + 1:i + 2] == ["daemon"]):
+            from _mem_daemon import run as run_daemon
+
+            return run_daemon(argv[:i] + argv[i + (1 if "=" in a else 2):])
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else ([10_000, 100_000] if args.full else [10_000])
     with tempfile.TemporaryDirectory() as tmp:

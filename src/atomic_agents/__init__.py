@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing stays unimported: the CLI's warm path (cli/__init__.py) imports this package
 
 from ._extensions import provide
 from ._schema import CURRENT_SCHEMA_VERSION

@@ -14,8 +14,9 @@ part resolves it on first call. This module imports nothing of the package.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+TYPE_CHECKING = False  # typing stays unimported: the CLI's warm path imports this module
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["provide", "resolve"]
 
@@ -33,4 +34,6 @@ def resolve(point: str) -> Any:
         module, _, attr = _IMPL[point].partition(":")
     except KeyError:
         raise LookupError(f"nothing provides {point!r}") from None
+    import importlib
+
     return getattr(importlib.import_module(module), attr)

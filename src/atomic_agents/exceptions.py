@@ -29,7 +29,10 @@ a one-line ``str()`` fit for a CLI. Never match on the message text.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing/pathlib stay unimported: the CLI's warm path imports this module
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "AtomicAgentsError",

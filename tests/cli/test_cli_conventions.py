@@ -152,9 +152,9 @@ def test_embedder_only_on_commands_that_embed() -> None:
     with_embedder = {p[1] for p, c in LEAVES if p[0] == "memory" and "--embedder" in _opts(c)}
     assert with_embedder == {"remember", "recall", "search-semantic", "search-hybrid", "edit", "import", "reindex", "health"}
     # serve's tools embed (remember, recall); the bridge's commands embed too: mirroring notes,
-    # searching them, recalling for a context
+    # searching them, recalling for a context; the memory daemon loads the model its commands use
     others = {p for p, c in LEAVES if p[0] != "memory" and "--embedder" in _opts(c)}
-    assert others == {("serve",), ("vault", "sync"), ("vault", "search"), ("context",)}
+    assert others == {("serve",), ("vault", "sync"), ("vault", "search"), ("context",), ("daemon", "start")}
 
 
 def test_one_spelling_of_filter() -> None:

@@ -10,7 +10,9 @@ object on stdout.
 from __future__ import annotations
 
 import sys
-from typing import Any
+TYPE_CHECKING = False  # typing stays unimported: a command answered by the daemon never loads it
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["app", "main"]
 
@@ -36,6 +38,14 @@ def main(argv: list[str] | None = None) -> None:
         from ..mcp._entry import lean_serve
 
         if lean_serve(args):
+            return
+    if "memory" in args[:3]:  # a warm daemon for this database answers without typer (_daemon_client.py)
+        from .._daemon_client import try_daemon
+
+        code = try_daemon(args)
+        if code is not None:
+            if code:
+                sys.exit(code)
             return
     from ._app import app
     from ._common import run

@@ -15,6 +15,7 @@ import typer
 from .. import __version__
 from ._common import RootOption, remember_group_options
 from ._context import register as register_context
+from ._daemon import register as register_daemon
 from ._memory import app as memory_app
 from ._migrate import register as register_migrate
 from ._serve import register as register_serve
@@ -54,4 +55,5 @@ app.add_typer(team_app, name="team")
 register_migrate(app)
 register_serve(app)
 register_context(app)
+register_daemon(app)
 

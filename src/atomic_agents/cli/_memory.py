@@ -61,6 +61,12 @@ LegacyFilters = Annotated[
 @contextlib.contextmanager
 def _store(embeds: bool = False) -> Iterator[MemoryStore]:
     """The store the group-wide options name; commands that never embed get the default embedder (lazy: no model load)."""
+    from ._daemon import served_store
+
+    served = served_store(embeds)  # inside `atomic-agents daemon`: its warm store, when this command targets it
+    if served is not None:
+        yield served
+        return
     from ..memory import default_embedder, embedder_from_name, open_store
 
     embedder = embedder_from_name(embedder_name()) if embeds else default_embedder()

@@ -1,0 +1,351 @@
+"""The lean client of the memory daemon (``atomic-agents daemon``): standard library only, no typer.
+
+:func:`atomic_agents.cli.main` calls :func:`try_daemon` before it imports typer. For a
+``memory <command>`` line it resolves the database the command targets exactly as the
+full CLI does (``--db`` of the command, then of the group, then ``$ATOMIC_AGENTS_DB``,
+else ``<agents-root>/_memory/memory.db`` with the same precedence for the root), finds
+that database's daemon socket and, if one answers, has the daemon run the command and
+writes back its stdout and stderr bytes and exit code. The daemon runs the same typer
+command code, so the answer is the in-process one by construction.
+
+``ATOMIC_AGENTS_DAEMON=off`` always runs in-process. Anything short of a clean answer (no socket, a stale one, a socket or folder not owned
+by this user, another version of the code, a terminal on stdin/stdout/stderr, an
+argument the lean parser does not follow) returns ``None``: the caller then runs the
+command in-process, as without a daemon. Once a command has been sent, a daemon that
+dies before answering is reported (a write may or may not have happened), except for
+read-only commands, which simply run again in-process.
+
+Wire format (same user, same Python: ``marshal``): frames of an 8-byte big-endian
+length and a payload. Client: a hello (a dict), then the stdin bytes; daemon: an
+acknowledgement (a dict), then ``{"code": n}``, the stdout bytes and the stderr bytes.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import stat
+import sys
+TYPE_CHECKING = False  # typing stays unimported (the warm path)
+if TYPE_CHECKING:
+    from typing import Any
+
+import _socket
+
+from . import __version__
+
+__all__ = ["ROUTED", "daemon_key", "lock_path", "resolve_db", "runtime_dir", "socket_path", "try_daemon"]
+
+PROTOCOL = 1
+#: The memory commands the daemon runs (export/import/reindex stream files or draw progress bars: in-process).
+ROUTED = frozenset({
+    "remember", "recall", "search", "search-semantic", "search-hybrid", "list", "get", "edit",
+    "forget", "forget-expired", "prune", "health", "vacuum",
+})  # fmt: skip
+READ_ONLY = frozenset({"recall", "search", "search-semantic", "search-hybrid", "list", "get", "health"})
+#: Options of the routed commands that take no value (every other ``--x`` takes one).
+_FLAGS = frozenset({"--json", "--no-expiry", "--expired-only", "--confirm", "--hard"})
+#: Environment read once at import time by typer/rich: the daemon serves a client only if these match its own.
+PINNED_ENV = ("TERMINAL_WIDTH", "_TYPER_FORCE_DISABLE_TERMINAL", "GITHUB_ACTIONS", "FORCE_COLOR", "PY_COLORS",
+              "TYPER_USE_RICH", "TYPER_STANDARD_TRACEBACK", "_TYPER_STANDARD_TRACEBACK", "PYTHONHASHSEED")  # fmt: skip
+CONNECT_TIMEOUT = 2.0
+REPLY_TIMEOUT = 300.0
+_MAX_FRAME = 1 << 31
+
+
+def daemon_key() -> str:
+    """Client and daemon must run the same code: protocol, version, package folder (and its install time), Python."""
+    here = os.path.abspath(__file__)
+    try:
+        stamp = os.stat(here).st_mtime_ns  # a reinstall of the same version rewrites this file
+    except OSError:  # pragma: no cover
+        stamp = 0
+    return f"{PROTOCOL}|{__version__}|{os.path.dirname(here)}|{stamp}|{sys.version}"
+
+
+def runtime_dir() -> str:
+    """``$XDG_RUNTIME_DIR/atomic-agents``, else ``/tmp/atomic-agents-<uid>`` (both mode 0700, this user's)."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isabs(xdg):
+        return os.path.join(xdg, "atomic-agents")
+    return f"/tmp/atomic-agents-{os.getuid()}"
+
+
+def _digest(db: str) -> str:
+    try:
+        from _blake2 import blake2b  # builtin: cheaper than hashlib's OpenSSL import
+    except ImportError:  # pragma: no cover
+        from hashlib import blake2b
+    return blake2b(os.fsencode(db), digest_size=12).hexdigest()
+
+
+def socket_path(db: str) -> str:
+    """The socket of the daemon serving database ``db`` (an absolute, resolved path)."""
+    return os.path.join(runtime_dir(), _digest(db) + ".sock")
+
+
+def lock_path(db: str) -> str:
+    """Held (``flock``) by the daemon for its whole life: one daemon per database; a socket without it is stale."""
+    return os.path.join(runtime_dir(), _digest(db) + ".lock")
+
+
+def owned(path: str, *, folder: bool) -> bool:
+    """``path`` is this user's (``lstat``: a symlink is refused), a socket, or a folder no one else can enter."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if st.st_uid != os.getuid():
+        return False
+    if folder:
+        return stat.S_ISDIR(st.st_mode) and not st.st_mode & 0o077
+    return stat.S_ISSOCK(st.st_mode)
+
+
+def _value(args: list[str], i: int) -> tuple[str | None, int]:
+    """The value of the option at ``args[i]`` (``--x=v`` or ``--x v``) and the index after it."""
+    name, eq, val = args[i].partition("=")
+    if eq:
+        return val, i + 1
+    if i + 1 < len(args):
+        return args[i + 1], i + 2
+    return None, i + 1
+
+
+def resolve_db(args: list[str], env: dict[str, str] | os._Environ[str], cwd: str) -> tuple[str, str] | None:
+    """``(command, absolute database path)`` for a ``memory <command>`` line, or ``None`` to run in-process.
+
+    Precedence as in ``cli/_common.py`` and ``memory/_store.py``: the command's option, then
+    the memory group's, then the root's (location options); then the environment; then the
+    default. Anything unexpected (another option before the command, a DSN, ``--help``) is ``None``.
+    """
+    root: dict[str, str] = {}
+    i = 0
+    while i < len(args) and args[i] != "memory":  # root options: only --agents-root
+        if args[i].partition("=")[0] != "--agents-root":
+            return None
+        val, i = _value(args, i)
+        if val is None:
+            return None
+        root["agents_root"] = val
+    i += 1
+    group: dict[str, str] = {}
+    while i < len(args) and args[i].startswith("-"):
+        name = args[i].partition("=")[0]
+        if name not in ("--agents-root", "--db"):
+            return None
+        val, i = _value(args, i)
+        if val is None:
+            return None
+        group[name[2:].replace("-", "_")] = val
+    if i >= len(args) or args[i] not in ROUTED:
+        return None
+    command = args[i]
+    own: dict[str, str] = {}
+    i += 1
+    while i < len(args):
+        tok = args[i]
+        if tok == "--":
+            break
+        if not tok.startswith("--"):
+            i += 1
+            continue
+        name = tok.partition("=")[0]
+        if name in ("--help", "--version"):
+            return None
+        if name in _FLAGS:
+            i += 1
+            continue
+        val, i = _value(args, i)
+        if name in ("--db", "--agents-root"):
+            if val is None:
+                return None
+            own[name[2:].replace("-", "_")] = val
+    values = {**root, **group, **own}
+    db = values.get("db")
+    if db is None:
+        db = env.get("ATOMIC_AGENTS_DB") or None
+    if db is None:
+        base = values.get("agents_root") or env.get("ATOMIC_AGENTS_ROOT") or "agents"
+        db = os.path.join(base, "_memory", "memory.db")
+    if not db or "://" in db:
+        return None
+    return command, os.path.realpath(os.path.join(cwd, db))
+
+
+def _frame(data: bytes) -> bytes:
+    return len(data).to_bytes(8, "big") + data
+
+
+def send(sock: Any, obj: Any) -> None:
+    sock.sendall(_frame(obj if isinstance(obj, bytes) else marshal.dumps(obj)))
+
+
+def _recv_exact(sock: Any, n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        chunk = sock.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise ConnectionError("the daemon closed the connection")
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def recv_bytes(sock: Any) -> bytes:
+    n = int.from_bytes(_recv_exact(sock, 8), "big")
+    if n > _MAX_FRAME:
+        raise ConnectionError("frame too large")
+    return _recv_exact(sock, n)
+
+
+def recv(sock: Any) -> Any:
+    return marshal.loads(recv_bytes(sock))
+
+
+def connect(path: str, timeout: float = CONNECT_TIMEOUT) -> Any:
+    """A connected socket to the daemon at ``path``, after the ownership checks; ``None`` if there is none.
+
+    A socket that refuses the connection while no daemon holds its lock is stale: it is removed.
+    """
+    if not hasattr(_socket, "AF_UNIX") or not owned(os.path.dirname(path), folder=True) or not owned(path, folder=False):
+        return None
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(path)
+    except ConnectionRefusedError:
+        sock.close()
+        remove_if_stale(path)
+        return None
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def remove_if_stale(path: str) -> bool:
+    """Remove the socket ``path`` if no daemon holds its database's lock (a crashed daemon left it)."""
+    import fcntl
+
+    lock = path[: -len(".sock")] + ".lock"
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        fd = -1
+    except OSError:
+        return False
+    try:
+        if fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False  # a daemon holds it (starting up): not stale
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        return True
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def request(path: str, hello: dict[str, Any], timeout: float = CONNECT_TIMEOUT) -> dict[str, Any] | None:
+    """One control request (``status``, ``stop``) to the daemon at ``path``; ``None`` if none answers."""
+    sock = connect(path, timeout)
+    if sock is None:
+        return None
+    try:
+        send(sock, hello)
+        reply = recv(sock)
+        return reply if isinstance(reply, dict) else None
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    finally:
+        sock.close()
+
+
+def _stream_info(stream: Any) -> tuple[str, str]:
+    return (getattr(stream, "encoding", None) or "utf-8", getattr(stream, "errors", None) or "strict")
+
+
+def _umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def try_daemon(args: list[str]) -> int | None:
+    """Run ``atomic-agents <args>`` through the database's daemon; its exit code, or ``None`` to run in-process."""
+    if os.name != "posix" or "_ATOMIC_AGENTS_COMPLETE" in os.environ or os.environ.get("ATOMIC_AGENTS_DAEMON") == "off":
+        return None
+    if any(os.isatty(fd) for fd in (0, 1, 2)):  # terminal width, colours, indented JSON: in-process
+        return None
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return None
+    routed = resolve_db(args, os.environ, cwd)
+    if routed is None:
+        return None
+    command, db = routed
+    reads_stdin = "-" in args
+    if reads_stdin and sys.stdin is None:
+        return None
+    sock = connect(socket_path(db))
+    if sock is None:
+        return None
+    try:
+        return _exchange(sock, args, cwd, command, reads_stdin)
+    finally:
+        sock.close()
+
+
+def _exchange(sock: Any, args: list[str], cwd: str, command: str, reads_stdin: bool) -> int | None:
+    hello = {
+        "op": "run",
+        "key": daemon_key(),
+        "pinned": {k: os.environ.get(k) for k in PINNED_ENV},
+        "argv": list(args),
+        "argv0": sys.argv[0] if sys.argv else "atomic-agents",
+        "cwd": cwd,
+        "env": dict(os.environ),
+        "umask": _umask(),
+        "streams": [_stream_info(sys.stdin), _stream_info(sys.stdout), _stream_info(sys.stderr)],
+    }
+    try:
+        send(sock, hello)
+        ack = recv(sock)
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    if not isinstance(ack, dict) or not ack.get("ok"):
+        return None  # another version, another environment: in-process
+    try:
+        data = sys.stdin.buffer.read() if reads_stdin else b""
+    except (OSError, ValueError, AttributeError):
+        return None  # in-process meets the same stdin, and reports it as it always has
+    try:
+        sock.settimeout(REPLY_TIMEOUT)
+        send(sock, data)
+        reply = recv(sock)
+        out, err = recv_bytes(sock), recv_bytes(sock)
+        code = int(reply["code"])
+    except (OSError, ValueError, EOFError, TypeError, KeyError):
+        if command in READ_ONLY:  # nothing was changed: run it here (stdin as it was read)
+            if reads_stdin:
+                import io
+
+                sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding=sys.stdin.encoding, errors=sys.stdin.errors,
+                                             newline="\n")
+            return None
+        sys.stderr.write("error: the memory daemon stopped before answering; the command may or may not have "
+                         "taken effect (check, then run it again)\n")
+        return 1
+    sys.stdout.flush()
+    sys.stdout.buffer.write(out)
+    sys.stdout.buffer.flush()
+    sys.stderr.flush()
+    sys.stderr.buffer.write(err)
+    sys.stderr.buffer.flush()
+    return code
