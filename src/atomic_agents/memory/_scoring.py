@@ -22,11 +22,14 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
 
 - semantic: ``sigma(s_a * c + s_b)``
 - keyword: ``sigma(k_a * e + k_b)``
-- hybrid: ``sigma(h_c * c + h_e * e + h_r * r + h_b)`` with ``r`` the candidate's
-  cosine minus the best cosine of the query's candidate pool (<= 0): how far it
-  is behind the query's nearest memory. Ranking is by this score, so hybrid is a
-  convex blend of (cosine, evidence) plus a small relative term, passed through
-  one monotone map.
+- hybrid: ``sigma(h_c * c + h_e * e + h_r * r + h_k * k + h_b)`` with ``r`` the
+  candidate's cosine minus the best cosine of the query's candidate pool (<= 0: how
+  far it is behind the query's nearest memory) and ``k = e / max e`` over the pool
+  (its keyword evidence relative to the query's best keyword match). Ranking is by
+  this score: a blend of the absolute signals (which say whether anything matches
+  at all) and the relative ones (which order the candidates), through one
+  monotone map. Both rankers contribute a pool (:data:`HYBRID_POOL` each, or
+  ``4 * limit``) and every candidate gets both signals.
 
 Constants are fitted for the default model (:data:`DEFAULT`, keyed by its
 ``model_id``); other embedders (the test fake) get :data:`GENERIC`, whose semantic
@@ -37,7 +40,7 @@ they always were.
 0.5
 >>> keyword_evidence(bm25=9.0, idf_mass=4.0)
 1.0
->>> 0.0 <= hybrid_score(0.6, 0.3, 0.0, DEFAULT) <= 1.0
+>>> 0.0 <= hybrid_score(0.6, 0.3, 0.0, 1.0, DEFAULT) <= 1.0
 True
 """
 
@@ -191,6 +194,7 @@ class Calibration:
     hy_c: float
     hy_e: float
     hy_r: float
+    hy_k: float
     hy_b: float
     #: identity semantic map (clipped cosine) instead of the logistic one
     raw_semantic: bool = False
@@ -205,7 +209,9 @@ def _sigma(x: float) -> float:
 
 #: Fitted for the default model (all-MiniLM-L6-v2, int8) on the dev split of
 #: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
-DEFAULT = Calibration(sem_a=12.0, sem_b=-6.6, kw_a=7.0, kw_b=-4.6, hy_c=10.0, hy_e=4.0, hy_r=6.0, hy_b=-7.6)
+DEFAULT = Calibration(
+    sem_a=6.659, sem_b=-3.240, kw_a=8.349, kw_b=-4.826, hy_c=3.752, hy_e=1.786, hy_r=13.252, hy_k=-0.362, hy_b=-2.136
+)
 #: For other embedders: semantic scores stay clipped cosines; keyword and hybrid use
 #: DEFAULT's keyword and fusion constants.
 GENERIC = Calibration(**{**DEFAULT.__dict__, "raw_semantic": True})
@@ -230,12 +236,13 @@ def keyword_score(evidence: float, cal: Calibration = DEFAULT) -> float:
     return _sigma(cal.kw_a * min(evidence, 1.0) + cal.kw_b)
 
 
-def hybrid_score(cosine: float, evidence: float, behind: float, cal: Calibration = DEFAULT) -> float:
-    """``behind``: this cosine minus the best cosine among the query's candidates (<= 0)."""
+def hybrid_score(cosine: float, evidence: float, behind: float, relative: float, cal: Calibration = DEFAULT) -> float:
+    """``behind``: this cosine minus the pool's best (<= 0); ``relative``: evidence / the pool's best (in [0, 1])."""
     c = min(max(float(cosine), -1.0), 1.0)
     e = min(max(evidence, 0.0), 1.0)
     r = min(behind, 0.0)
-    return _sigma(cal.hy_c * c + cal.hy_e * e + cal.hy_r * r + cal.hy_b)
+    k = min(max(relative, 0.0), 1.0)
+    return _sigma(cal.hy_c * c + cal.hy_e * e + cal.hy_r * r + cal.hy_k * k + cal.hy_b)
 
 
 def fuse_pool(
@@ -249,7 +256,9 @@ def fuse_pool(
     if not keys:
         return []
     top = max(cosines.values(), default=0.0)
-    scored = [
-        (hybrid_score(cosines.get(k, 0.0), evidence.get(k, 0.0), cosines.get(k, 0.0) - top, cal), k) for k in keys
-    ]
+    best = max(evidence.values(), default=0.0)
+    scored = []
+    for k in keys:
+        c, e = cosines.get(k, 0.0), evidence.get(k, 0.0)
+        scored.append((hybrid_score(c, e, c - top, e / best if best > 0.0 else 0.0, cal), k))
     return sorted(scored, reverse=True)
