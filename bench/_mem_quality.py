@@ -293,7 +293,7 @@ def run(argv: Sequence[str] | None = None) -> None:
         wants = [{by_cid[r] for r in q["relevant"]} for q in queries]
         kinds = [q["kind"] for q in queries]
         pools = [pool_of(store, q["query"]) for q in queries]
-        cal = scoring.calibration_for(emb.model_id)
+        cal = scoring.calibration_for(emb)
         if args.fit:
             cal = fit(pools, wants)
             print(f"fitted: {cal}\n")

@@ -238,7 +238,7 @@ class InMemoryMemoryStore:
         self, query: str, scope: Scope, limit: int = 10, filters: Mapping[str, Any] | None = None
     ) -> list[Hit]:
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
-        cal = calibration_for(self.embedder.model_id)
+        cal = calibration_for(self.embedder)
         return [Hit(m, keyword_score(e, cal)) for m, e in self._keyword(q, self._live(sc, flt), lim)]
 
     def _cosines(self, query: str, pool: list[Memory]) -> dict[str, float]:
@@ -263,7 +263,7 @@ class InMemoryMemoryStore:
         pool = self._live(sc, flt)
         cos = self._cosines(q, pool)
         ranked = sorted(pool, key=lambda m: -cos.get(m.id, -2.0))[:lim]
-        cal = calibration_for(self.embedder.model_id)
+        cal = calibration_for(self.embedder)
         return [Hit(m, semantic_score(cos[m.id], cal)) for m in ranked if m.id in cos]
 
     def recall(
@@ -287,7 +287,7 @@ class InMemoryMemoryStore:
         fused = fuse_pool(
             {k: cos[m.id] for k, m in cands.items() if m.id in cos},
             {k: ev[m.id] for k, m in cands.items() if m.id in ev},
-            calibration_for(self.embedder.model_id),
+            calibration_for(self.embedder),
         )
         return [Hit(cands[k], s) for s, k in fused if s > 0.0][:lim]  # no signal is not a hit
 

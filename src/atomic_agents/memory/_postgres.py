@@ -554,7 +554,7 @@ class PostgresMemoryStore:
     ) -> list[Hit]:
         """Keyword search: a memory matches if any query word does (English stemming), best first."""
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
-        cal = calibration_for(self.embedder.model_id)
+        cal = calibration_for(self.embedder)
         return [Hit(mem, keyword_score(e, cal)) for _, e, mem in self._keyword(q, sc, lim, flt)]
 
     def _semantic(self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int) -> tuple[np.ndarray, list[tuple[int, float, Memory]]]:
@@ -589,7 +589,7 @@ class PostgresMemoryStore:
         """Nearest memories by cosine (calibrated score), restricted by metadata equality ``filters``."""
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         _, found = self._semantic(q, sc, flt, lim)
-        cal = calibration_for(self.embedder.model_id)
+        cal = calibration_for(self.embedder)
         return [Hit(mem, semantic_score(c, cal)) for _, c, mem in found]
 
     def recall(
@@ -620,7 +620,7 @@ class PostgresMemoryStore:
             ):
                 cos[k] = _cosine(d)
         kw = self._evidence(q, mems)  # every candidate on one footing (one average length)
-        fused = fuse_pool(cos, kw, calibration_for(self.embedder.model_id))
+        fused = fuse_pool(cos, kw, calibration_for(self.embedder))
         return [Hit(mems[k], s) for s, k in fused if s > 0.0][:lim]  # no signal at all is not a hit
 
     def list_memories(

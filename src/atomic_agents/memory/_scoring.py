@@ -51,7 +51,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = [
     "DEFAULT",
@@ -198,6 +198,9 @@ class Calibration:
     hy_b: float
     #: identity semantic map (clipped cosine) instead of the logistic one
     raw_semantic: bool = False
+    #: added to cosines before the hybrid map: puts another embedder's relevance floor
+    #: where the default model's cosine for score 0.45 is
+    cos_shift: float = 0.0
 
 
 def _sigma(x: float) -> float:
@@ -218,9 +221,21 @@ GENERIC = Calibration(**{**DEFAULT.__dict__, "raw_semantic": True})
 _FITTED = {"all-MiniLM-L6-v2-onnx-int8": DEFAULT}
 
 
-def calibration_for(model_id: str) -> Calibration:
-    """The constants for an embedder's ``model_id`` (:data:`GENERIC` when none were fitted)."""
-    return _FITTED.get(model_id, GENERIC)
+def calibration_for(embedder: object) -> Calibration:
+    """The constants for an embedder (by ``model_id``; :data:`GENERIC` when none were fitted).
+
+    For GENERIC, the hybrid map shifts cosines by (the default model's cosine at score
+    0.45) minus the embedder's own ``relevance_floor``.
+    """
+    model_id = getattr(embedder, "model_id", embedder)
+    fitted = _FITTED.get(str(model_id))
+    if fitted is not None:
+        return fitted
+    floor = getattr(embedder, "relevance_floor", None)
+    if not isinstance(floor, (int, float)):
+        return GENERIC
+    at_floor = (math.log(0.45 / 0.55) - DEFAULT.sem_b) / DEFAULT.sem_a
+    return replace(GENERIC, cos_shift=at_floor - float(floor))
 
 
 def semantic_score(cosine: float, cal: Calibration = GENERIC) -> float:
@@ -238,7 +253,7 @@ def keyword_score(evidence: float, cal: Calibration = DEFAULT) -> float:
 
 def hybrid_score(cosine: float, evidence: float, behind: float, relative: float, cal: Calibration = DEFAULT) -> float:
     """``behind``: this cosine minus the pool's best (<= 0); ``relative``: evidence / the pool's best (in [0, 1])."""
-    c = min(max(float(cosine), -1.0), 1.0)
+    c = min(max(float(cosine) + cal.cos_shift, -1.0), 1.0)
     e = min(max(evidence, 0.0), 1.0)
     r = min(behind, 0.0)
     k = min(max(relative, 0.0), 1.0)

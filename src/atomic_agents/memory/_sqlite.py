@@ -629,7 +629,7 @@ class SQLiteMemoryStore(SQLiteLeases):
         Scores are :func:`~atomic_agents.memory._scoring.keyword_score` of the match's evidence.
         """
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
-        cal = calibration_for(self.embedder.model_id)
+        cal = calibration_for(self.embedder)
         return [Hit(mem, keyword_score(e, cal)) for _, e, mem in self._keyword(q, sc, lim, flt)]
 
     def _semantic(
@@ -655,7 +655,7 @@ class SQLiteMemoryStore(SQLiteLeases):
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         _, _, _, found = self._semantic(q, sc, flt, lim)
         mems = self._fetch([k for k, _ in found])
-        cal = calibration_for(self.embedder.model_id)
+        cal = calibration_for(self.embedder)
         return [Hit(mems[k], semantic_score(s, cal)) for k, s in found if k in mems]
 
     def recall(
@@ -680,7 +680,7 @@ class SQLiteMemoryStore(SQLiteLeases):
         kw = {k: e for k, e, _ in self._keyword(q, sc, pool, flt)}
         cos.update(index.scores_for(qv, [k for k in kw if k not in cos]))
         kw.update(self._evidence_for(q, [k for k in cos if k not in kw]))
-        cal = calibration_for(self.embedder.model_id)
+        cal = calibration_for(self.embedder)
         top = [(s, k) for s, k in fuse_pool(cos, kw, cal) if s > 0.0][:lim]
         mems = self._fetch([k for _, k in top])
         return [Hit(mems[k], s) for s, k in top if k in mems]
