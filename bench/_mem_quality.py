@@ -45,7 +45,7 @@ FLOOR = 0.45
 SCOPE = Scope("eval", "bench")
 POOL = scoring.HYBRID_POOL
 #: The convex-blend baseline's weight, as tuned on the dev split (``--split dev`` re-tunes it).
-BLEND_ALPHA = 0.80
+BLEND_ALPHA = 0.90
 
 
 def _load(split: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

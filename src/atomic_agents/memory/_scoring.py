@@ -213,7 +213,7 @@ def _sigma(x: float) -> float:
 #: Fitted for the default model (all-MiniLM-L6-v2, int8) on the dev split of
 #: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
 DEFAULT = Calibration(
-    sem_a=6.659, sem_b=-3.240, kw_a=8.349, kw_b=-4.826, hy_c=3.752, hy_e=1.786, hy_r=13.252, hy_k=-0.362, hy_b=-2.136
+    sem_a=7.656, sem_b=-4.348, kw_a=9.175, kw_b=-5.732, hy_c=3.145, hy_e=3.588, hy_r=15.391, hy_k=-1.381, hy_b=-2.300
 )
 #: For other embedders: semantic scores stay clipped cosines; keyword and hybrid use
 #: DEFAULT's keyword and fusion constants.
