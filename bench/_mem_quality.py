@@ -13,8 +13,8 @@ and min-max-normalised cosine (weight tuned on dev). The floor columns: share of
 queries whose top-1 is right that keep a top-1 score >= 0.45, and share of
 irrelevant queries whose top-1 scores >= 0.45 (targets >= 90% and <= 10%).
 
-``--fit`` (dev split only) fits the calibration of ``memory/_scoring.py``: a logistic
-regression over every pool candidate (relevant or not) gives the hybrid weights, then
+``--fit`` (dev split only) fits the calibration of ``memory/_scoring.py``: a pairwise
+logistic ranker over the dev pools (relevant above not) gives the hybrid weights, then
 each ranker's score is a logistic map of its signal fitted on top-1 hits: the
 probability that the top-1 hit is right (an irrelevant query's top-1 never is).
 """
@@ -58,7 +58,7 @@ def _load(split: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
 
 
 def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL) -> dict[int, dict[str, float]]:
-    """``seq -> {cos, ev, bm25, sem_rank, kw_rank}`` for the candidates ``search_hybrid`` looks at."""
+    """``seq -> {cos, ev, rel, bm25, sem_rank, kw_rank}`` for the candidates ``search_hybrid`` looks at."""
     _, index, _, found = store._semantic(query, SCOPE, {}, depth)
     fq = scoring.fts_query(query)
     kw_rows = store._keyword_rows(fq, SCOPE, depth, {}) if fq else []
@@ -81,10 +81,8 @@ def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL) -> dict[int
         d.setdefault("cos", 0.0)
         d.setdefault("bm25", 0.0)
         d["ev"] = scoring.keyword_evidence(d["bm25"], mass)
-    top = max((d["cos"] for d in cands.values()), default=0.0)
     best = max((d["ev"] for d in cands.values()), default=0.0)
     for d in cands.values():
-        d["behind"] = d["cos"] - top
         d["rel"] = d["ev"] / best if best > 0 else 0.0
     return dict(cands)
 
@@ -185,15 +183,34 @@ def _top1_map(z: np.ndarray, right: np.ndarray) -> tuple[float, float]:
     return float(w[0]), float(w[1])
 
 
-def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]]) -> scoring.Calibration:
-    xs, ys = [], []
+def _pairs(pools: list[dict[int, dict[str, float]]], wants: list[set[int]], feats: Callable[[dict[str, float]], list[float]]) -> np.ndarray:
+    """Feature differences (relevant minus not) within each query: what a ranking must order."""
+    out = []
     for p, want in zip(pools, wants, strict=True):
-        for k, d in p.items():
-            xs.append([d["cos"], d["ev"], d["behind"], d["rel"]])
-            ys.append(float(k in want))
-    w = _logistic(np.asarray(xs), np.asarray(ys))
-    print(f"pool logistic (cos, ev, behind, rel, 1): {np.round(w, 3).tolist()}")
-    cal0 = replace(scoring.DEFAULT, hy_c=float(w[0]), hy_e=float(w[1]), hy_r=float(w[2]), hy_k=float(w[3]), hy_b=float(w[4]))
+        pos = [feats(d) for k, d in p.items() if k in want]
+        neg = sorted((feats(d) for k, d in p.items() if k not in want), key=lambda x: -x[0])[:30]
+        out += [np.subtract(a, b) for a in pos for b in neg]
+    return np.asarray(out)
+
+
+def _pairwise(x: np.ndarray, l2: float = 1e-2) -> np.ndarray:
+    """Weights of a pairwise logistic ranker (no intercept): P(a above b) = sigma(w . (x_a - x_b))."""
+    w = np.zeros(x.shape[1])
+    for _ in range(60):
+        p = 1.0 / (1.0 + np.exp(-(x @ w)))
+        step = np.linalg.solve((x * (p * (1 - p))[:, None]).T @ x + l2 * np.eye(len(w)), x.T @ (p - 1.0) + l2 * w)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return w
+
+
+def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]]) -> scoring.Calibration:
+    """Hybrid direction from a pairwise ranker over dev pools; each ranker's map from its dev top-1 hits."""
+    feats = lambda d: [d["cos"], d["ev"], d["rel"]]  # noqa: E731
+    w = _pairwise(_pairs(pools, wants, feats))
+    print(f"pairwise ranker (cos, ev, rel): {np.round(w, 3).tolist()}")
+    cal0 = replace(scoring.DEFAULT, hy_c=float(w[0]), hy_e=float(w[1]), hy_k=float(w[2]), hy_b=0.0)
 
     def top1(rank: Callable[..., list[tuple[float, int]]], signal: Callable[[dict[str, float]], float]) -> tuple[float, float]:
         z, right = [], []
@@ -204,15 +221,12 @@ def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]]) -> scor
                 right.append(hits[0][1] in want)
         return _top1_map(np.asarray(z), np.asarray(right))
 
-    lin = lambda d: (cal0.hy_c * d["cos"] + cal0.hy_e * d["ev"] + cal0.hy_r * min(d["behind"], 0.0)  # noqa: E731
-                     + cal0.hy_k * d["rel"] + cal0.hy_b)
-    ha, hb = top1(rank_hybrid, lin)
+    ha, hb = top1(rank_hybrid, lambda d: float(np.dot(w, feats(d))))
     sa, sb = top1(rank_semantic, lambda d: d["cos"])
     ka, kb = top1(rank_keyword, lambda d: d["ev"])
     return scoring.Calibration(
-        sem_a=sa, sem_b=sb, kw_a=ka, kw_b=kb,
-        hy_c=ha * cal0.hy_c, hy_e=ha * cal0.hy_e, hy_r=ha * cal0.hy_r, hy_k=ha * cal0.hy_k, hy_b=ha * cal0.hy_b + hb,
-    )  # fmt: skip
+        sem_a=sa, sem_b=sb, kw_a=ka, kw_b=kb, hy_c=ha * cal0.hy_c, hy_e=ha * cal0.hy_e, hy_k=ha * cal0.hy_k, hy_b=hb
+    )
 
 
 # -- keyword rank-first latency -------------------------------------------------------------

@@ -49,8 +49,9 @@ def test_keyword_score_is_bounded_and_monotone(a: float, b: float) -> None:
 def test_hybrid_score_is_bounded_and_monotone_in_each_signal(c1: float, c2: float, e1: float, e2: float, k: float) -> None:
     (clo, chi), (elo, ehi) = sorted((c1, c2)), sorted((e1, e2))
     for c in (clo, chi):
-        assert 0.0 <= hybrid_score(c, elo, 0.0, k) <= hybrid_score(c, ehi, 0.0, k) <= 1.0
-    assert hybrid_score(clo, e1, clo - 1.0, k) <= hybrid_score(chi, e1, chi - 1.0, k)
+        # evidence and its share of the query's best move together: e / best with best fixed at 1
+        assert 0.0 <= hybrid_score(c, elo, elo) <= hybrid_score(c, ehi, ehi) <= 1.0
+    assert hybrid_score(clo, e1, k) <= hybrid_score(chi, e1, k)
 
 
 @given(st.dictionaries(st.integers(0, 50), cosine, max_size=20), st.dictionaries(st.integers(0, 50), unit, max_size=20))

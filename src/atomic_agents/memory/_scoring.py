@@ -22,13 +22,10 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
 
 - semantic: ``sigma(s_a * c + s_b)``
 - keyword: ``sigma(k_a * e + k_b)``
-- hybrid: ``sigma(h_c * c + h_e * e + h_r * r + h_k * k + h_b)`` with ``r`` the
-  candidate's cosine minus the best cosine of the query's candidate pool (<= 0: how
-  far it is behind the query's nearest memory) and ``k = e / max e`` over the pool
-  (its keyword evidence relative to the query's best keyword match). Ranking is by
-  this score: a blend of the absolute signals (which say whether anything matches
-  at all) and the relative ones (which order the candidates), through one
-  monotone map. Both rankers contribute a pool (:data:`HYBRID_POOL` each, or
+- hybrid: ``sigma(h_c * c + h_e * e + h_k * k + h_b)`` with ``k = e / max e`` over
+  the query's candidate pool (its keyword evidence relative to the query's best
+  keyword match). Ranking is by this score: a convex blend of the signals through
+  one monotone map. Both rankers contribute a pool (:data:`HYBRID_POOL` each, or
   ``4 * limit``) and every candidate gets both signals.
 
 Constants are fitted for the default model (:data:`DEFAULT`, keyed by its
@@ -40,7 +37,7 @@ they always were.
 0.5
 >>> keyword_evidence(bm25=9.0, idf_mass=4.0)
 1.0
->>> 0.0 <= hybrid_score(0.6, 0.3, 0.0, 1.0, DEFAULT) <= 1.0
+>>> 0.0 <= hybrid_score(0.6, 0.3, 1.0, DEFAULT) <= 1.0
 True
 """
 
@@ -193,7 +190,6 @@ class Calibration:
     kw_b: float
     hy_c: float
     hy_e: float
-    hy_r: float
     hy_k: float
     hy_b: float
     #: identity semantic map (clipped cosine) instead of the logistic one
@@ -213,7 +209,7 @@ def _sigma(x: float) -> float:
 #: Fitted for the default model (all-MiniLM-L6-v2, int8) on the dev split of
 #: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
 DEFAULT = Calibration(
-    sem_a=7.656, sem_b=-4.348, kw_a=9.175, kw_b=-5.732, hy_c=3.145, hy_e=3.588, hy_r=15.391, hy_k=-1.381, hy_b=-2.300
+    sem_a=7.656, sem_b=-4.348, kw_a=9.175, kw_b=-5.732, hy_c=3.088, hy_e=4.069, hy_k=-1.500, hy_b=-2.219
 )
 #: For other embedders: semantic scores stay clipped cosines; keyword and hybrid use
 #: DEFAULT's keyword and fusion constants.
@@ -251,13 +247,12 @@ def keyword_score(evidence: float, cal: Calibration = DEFAULT) -> float:
     return _sigma(cal.kw_a * min(evidence, 1.0) + cal.kw_b)
 
 
-def hybrid_score(cosine: float, evidence: float, behind: float, relative: float, cal: Calibration = DEFAULT) -> float:
-    """``behind``: this cosine minus the pool's best (<= 0); ``relative``: evidence / the pool's best (in [0, 1])."""
+def hybrid_score(cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT) -> float:
+    """``relative``: this evidence over the best evidence of the query's candidate pool (in [0, 1])."""
     c = min(max(float(cosine) + cal.cos_shift, -1.0), 1.0)
     e = min(max(evidence, 0.0), 1.0)
-    r = min(behind, 0.0)
     k = min(max(relative, 0.0), 1.0)
-    return _sigma(cal.hy_c * c + cal.hy_e * e + cal.hy_r * r + cal.hy_k * k + cal.hy_b)
+    return _sigma(cal.hy_c * c + cal.hy_e * e + cal.hy_k * k + cal.hy_b)
 
 
 def fuse_pool(
@@ -270,10 +265,9 @@ def fuse_pool(
     keys = {k for k, c in cosines.items() if c > 0.0} | {k for k, e in evidence.items() if e > 0.0}
     if not keys:
         return []
-    top = max(cosines.values(), default=0.0)
     best = max(evidence.values(), default=0.0)
     scored = []
     for k in keys:
         c, e = cosines.get(k, 0.0), evidence.get(k, 0.0)
-        scored.append((hybrid_score(c, e, c - top, e / best if best > 0.0 else 0.0, cal), k))
+        scored.append((hybrid_score(c, e, e / best if best > 0.0 else 0.0, cal), k))
     return sorted(scored, reverse=True)
