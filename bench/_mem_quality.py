@@ -233,11 +233,15 @@ def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]]) -> scor
 
 
 def latency(n: int, reps: int, tmp: Path) -> list[tuple[str, str, str, str]]:
-    """Keyword search p50 at ``n`` rows (3 scopes) vs raw FTS5 top-10 and the previous full join."""
+    """Keyword search p50 at ``n`` rows (3 scopes) vs raw FTS5 top-10 and the previous full join.
+
+    Synthetic rows (18 Zipf-distributed words, 384-d fake vectors), written through the store.
+    """
     rnd = random.Random(8)
     vocab = [f"w{i}" for i in range(3000)]
     weights = [1.0 / (i + 1) for i in range(len(vocab))]
-    store = SQLiteMemoryStore(tmp / f"lat{n}.db", embedder=HashingEmbedder(dimension=8), durable=False)
+    # 384-d vectors, as the default model's: rows as wide as real ones, so a join pays real page reads
+    store = SQLiteMemoryStore(tmp / f"lat{n}.db", embedder=HashingEmbedder(dimension=384), durable=False)
     scopes = [Scope("lat", f"u{i}") for i in range(3)]
     for start in range(0, n, 5000):
         for sc in scopes:

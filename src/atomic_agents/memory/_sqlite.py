@@ -68,6 +68,7 @@ _COLS = (
 )
 _LIVE = "m.deleted_at = 0 AND (m.expires_at IS NULL OR m.expires_at > ?)"
 _SCOPE = "m.agent_id = ? AND m.user_id = ? AND m.org_id = ? AND m.workspace_id = ?"
+_BY_ROWID_SCOPE = (_SCOPE + " AND " + _LIVE).replace("m.", "+m.")
 
 
 def _memory(row: Sequence[Any]) -> Memory:
@@ -555,7 +556,7 @@ class SQLiteMemoryStore(SQLiteLeases):
         """
         extra, params = _tag_clause(filters)
         post = _needs_python_check(filters)
-        fetch = max(limit * 4, 64)
+        fetch = limit * 2 + 16
         for _ in range(3):
             ranked = self._read(
                 "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?"
@@ -568,8 +569,8 @@ class SQLiteMemoryStore(SQLiteLeases):
             for start in range(0, len(ranked), 500):
                 part = [seq for seq, _ in ranked[start : start + 500]]
                 marks = ",".join("?" * len(part))
-                kept += self._read(
-                    f"SELECT {_COLS} FROM memories m WHERE m.seq IN ({marks}) AND {_SCOPE} AND {_LIVE}{extra}",
+                kept += self._read(  # unary + keeps the planner on the rowid lookups, off the scope index
+                    f"SELECT {_COLS} FROM memories m WHERE m.seq IN ({marks}) AND {_BY_ROWID_SCOPE}{extra}",
                     [*part, *scope.key(), time.time(), *params],
                 )
             if post:
