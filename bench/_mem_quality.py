@@ -22,7 +22,6 @@ probability that the top-1 hit is right (an irrelevant query's top-1 never is).
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import statistics
 import sys
@@ -38,8 +37,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore, default_embedder  # noqa: E402
-from atomic_agents.memory import _scoring as scoring  # noqa: E402
+from atomic_agents.memory import (
+    HashingEmbedder,
+    Scope,
+    SQLiteMemoryStore,
+    default_embedder,
+)
+from atomic_agents.memory import _scoring as scoring
 
 FLOOR = 0.45
 SCOPE = Scope("eval", "bench")
@@ -207,7 +211,7 @@ def _pairwise(x: np.ndarray, l2: float = 1e-2) -> np.ndarray:
 
 def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]]) -> scoring.Calibration:
     """Hybrid direction from a pairwise ranker over dev pools; each ranker's map from its dev top-1 hits."""
-    feats = lambda d: [d["cos"], d["ev"], d["rel"]]  # noqa: E731
+    feats = lambda d: [d["cos"], d["ev"], d["rel"]]
     w = _pairwise(_pairs(pools, wants, feats))
     print(f"pairwise ranker (cos, ev, rel): {np.round(w, 3).tolist()}")
     cal0 = replace(scoring.DEFAULT, hy_c=float(w[0]), hy_e=float(w[1]), hy_k=float(w[2]), hy_b=0.0)

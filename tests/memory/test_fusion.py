@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from atomic_agents.memory import RELEVANCE_FLOOR, HashingEmbedder, MiniLMEmbedder, Scope, SQLiteMemoryStore
+from atomic_agents.memory import (
+    RELEVANCE_FLOOR,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    Scope,
+    SQLiteMemoryStore,
+)
 from atomic_agents.memory._scoring import fts_query
 from atomic_agents.memory._sqlite import _COLS, _LIVE, _SCOPE
 
@@ -84,3 +90,27 @@ def test_rank_first_keyword_search_equals_the_full_join(
     query = " ".join(f"w{i}" for i in words)
     got = [h.id for h in store.search(query, scopes[which], limit)]
     assert got == _full_join(store, query, scopes[which], limit)
+
+
+def test_rank_first_falls_back_to_the_exact_join_when_the_scope_holds_few_matches(
+    scoped_store: tuple[SQLiteMemoryStore, list[Scope]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import atomic_agents.memory._sqlite as sqlite_mod
+
+    store, scopes = scoped_store
+    monkeypatch.setattr(sqlite_mod, "_RANK_FIRST_ROUNDS", 1)  # one small over-fetch, then the join
+    calls: list[str] = []
+    real_read = store._read
+
+    def spy(sql: str, params: Any = ()) -> Any:
+        calls.append(sql)
+        return real_read(sql, params)
+
+    monkeypatch.setattr(store, "_read", spy)
+    rnd = random.Random(5)
+    for _ in range(20):
+        query = " ".join(f"w{rnd.randint(0, 45)}" for _ in range(3))
+        for sc in scopes:
+            limit = rnd.randint(1, 30)
+            assert [h.id for h in store.search(query, sc, limit)] == _full_join(store, query, sc, limit)
+    assert any("JOIN memories m ON" in c for c in calls)  # the fallback ran

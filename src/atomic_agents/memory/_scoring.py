@@ -80,7 +80,7 @@ K1, B = 1.2, 0.75
 # topic, and matching them ranks chatty memories over the one the question is about.
 _STOPWORDS = frozenset(
     """
-    a about above after again against all am an and any are aren't as at be because been before being
+    a about above after again against all am an and any are aren as at be because been before being
     below between both but by can could couldn did didn do does doesn doing don down during each few
     for from further had hadn has hasn have haven having he her here hers herself him himself his how
     i if in into is isn it its itself just ll me mightn more most mustn my myself needn no nor not now

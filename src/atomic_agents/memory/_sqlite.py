@@ -69,6 +69,9 @@ _COLS = (
 _LIVE = "m.deleted_at = 0 AND (m.expires_at IS NULL OR m.expires_at > ?)"
 _SCOPE = "m.agent_id = ? AND m.user_id = ? AND m.org_id = ? AND m.workspace_id = ?"
 _BY_ROWID_SCOPE = (_SCOPE + " AND " + _LIVE).replace("m.", "+m.")
+# Keyword search over-fetches the FTS5 top this many times, growing it by this factor each time,
+# before it falls back to the exact join over every match.
+_RANK_FIRST_ROUNDS, _RANK_FIRST_GROWTH = 3, 8
 
 
 def _memory(row: Sequence[Any]) -> Memory:
@@ -557,7 +560,7 @@ class SQLiteMemoryStore(SQLiteLeases):
         extra, params = _tag_clause(filters)
         post = _needs_python_check(filters)
         fetch = limit * 2 + 16
-        for _ in range(3):
+        for _ in range(_RANK_FIRST_ROUNDS):
             ranked = self._read(
                 "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?"
                 " ORDER BY bm25(memories_fts), rowid LIMIT ?",
@@ -578,7 +581,7 @@ class SQLiteMemoryStore(SQLiteLeases):
             kept.sort(key=lambda r: order[r[0]])
             if len(kept) >= limit or len(ranked) < fetch:  # enough, or every match was looked at
                 return [(*r, score[r[0]]) for r in kept[:limit]]
-            fetch *= 8
+            fetch *= _RANK_FIRST_GROWTH
         rows = self._read(  # the scope holds few of the matches: the exact join over all of them
             f"SELECT {_COLS}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
             f" WHERE memories_fts MATCH ? AND {_SCOPE} AND {_LIVE}{extra}"
