@@ -559,7 +559,7 @@ class SQLiteMemoryStore(SQLiteLeases):
         """
         extra, params = _tag_clause(filters)
         post = _needs_python_check(filters)
-        fetch = limit * 2 + 16
+        fetch = limit * 4 + 32
         for _ in range(_RANK_FIRST_ROUNDS):
             ranked = self._read(
                 "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?"
