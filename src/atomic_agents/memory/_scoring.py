@@ -209,7 +209,7 @@ def _sigma(x: float) -> float:
 #: Fitted for the default model (all-MiniLM-L6-v2, int8) on the dev split of
 #: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
 DEFAULT = Calibration(
-    sem_a=7.656, sem_b=-4.348, kw_a=9.175, kw_b=-5.732, hy_c=3.088, hy_e=4.069, hy_k=-1.500, hy_b=-2.219
+    sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=3.131, hy_e=3.910, hy_k=-1.416, hy_b=-2.378
 )
 #: For other embedders: semantic scores stay clipped cosines; keyword and hybrid use
 #: DEFAULT's keyword and fusion constants.
