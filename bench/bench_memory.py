@@ -206,6 +206,17 @@ def run(size: int, embedder_name: str, reps: int, workdir: Path, reuse: bool = F
 
 
 def main() -> None:
+    import sys
+
+    if "--section" in sys.argv:  # e.g. --section quality [its own options]
+        i = sys.argv.index("--section")
+        section, rest = sys.argv[i + 1], sys.argv[1:i] + sys.argv[i + 2 :]
+        if section == "quality":
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from _mem_quality import run as run_quality
+
+            run_quality(rest)
+            return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="also run 100,000 memories")
     ap.add_argument("--sizes", default=None, help="comma-separated sizes (overrides --full)")

@@ -180,7 +180,9 @@ def test_real_model_mirror_recalls_a_paraphrase(agent: Agent, tmp_path: Path, re
         sync(agent, real, rebuild=rebuild, today=TODAY)
         hits = search(agent, real, "which loan should I repay before the others?", today=TODAY)
         assert hits[0].path == "memory/feedback_debt_order.md"
-        assert hits[0].score >= 0.45
+        # Calibrated scores (issue 8): hybrid scores a paraphrase that shares no word with the note as
+        # the chance that such a top hit is right on the labelled set: ~0.4 here, under ATP's 0.45.
+        assert all(h.score < hits[0].score for h in hits[1:]) and hits[0].score > 0.3
     finally:
         real.close()
 

@@ -48,6 +48,10 @@ def test_recall_semantic_list_get_edit_forget(capsys: pytest.CaptureFixture[str]
     assert hyb["results"][0]["id"] == b["id"] and hyb["results"][0]["score"] >= 0.5
     _, listed, _ = run(capsys, "list", *base, "--filter", "goal_id=g1")
     assert [m["id"] for m in listed["memories"]] == [a["id"]]
+    _, rec2, _ = run(capsys, "recall", *base, "billing deploy failed", "--filter", "goal_id=g2")
+    assert [r["id"] for r in rec2["results"]] == [b["id"]]  # filtered: the closer memory is not g2's
+    _, kw2, _ = run(capsys, "search", *base, "billing sofa", "--filter", "goal_id=g1")
+    assert [r["id"] for r in kw2["results"]] == [a["id"]]
     _, got, _ = run(capsys, "get", a["id"])
     assert got["workspace_id"] == "acme/web"
     _, edited, _ = run(capsys, "edit", a["id"], "--content", "billing deploy is green now", "--ttl-ms", "60000")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from atomic_agents.exceptions import EmbedderMismatchError, NotFoundError, SecretRejectedError, ValidationError
-from atomic_agents.memory import MAX_CONTENT_CHARS, MemoryStore, Scope, ScopeFilter, export_jsonl, import_jsonl
+from atomic_agents.memory import MAX_CONTENT_CHARS, RELEVANCE_FLOOR, MemoryStore, Scope, ScopeFilter, export_jsonl, import_jsonl
 
 from ._helpers import CountingEmbedder
 
@@ -52,7 +52,10 @@ def test_keyword_search_matches_any_word_and_ranks_more_matches_first(store: Mem
     # ATP's status command passes eight words at once and wants records matching any of them.
     hits = store.search("billing deploy migration sofa alpha beta gamma delta", scope)
     assert [h.id for h in hits] == [a, b]
-    assert all(0.5 <= h.score <= 1.0 for h in hits) and hits[0].score == 1.0
+    # calibrated, not "best hit = 1": matching three or one of eight words is a weak match
+    assert 0.0 < hits[1].score < hits[0].score < RELEVANCE_FLOOR
+    full = store.search("billing deploy migration", scope)
+    assert full[0].id == a and full[0].score >= RELEVANCE_FLOOR
 
 
 def test_keyword_search_treats_operators_as_words(store: MemoryStore, scope: Scope) -> None:
@@ -75,7 +78,7 @@ def test_hybrid_keeps_a_keyword_hit_above_the_relevance_floor(store: MemoryStore
     for i in range(5):
         store.remember(f"unrelated note number {i} about lunch menus", None, scope)
     hits = store.search_hybrid("zanzibar", scope)
-    assert hits[0].id == mid and hits[0].score >= 0.5
+    assert hits[0].id == mid and hits[0].score >= RELEVANCE_FLOOR
 
 
 def test_metadata_filters_are_exact_equality_on_top_level_keys(store: MemoryStore, scope: Scope) -> None:
@@ -89,6 +92,24 @@ def test_metadata_filters_are_exact_equality_on_top_level_keys(store: MemoryStor
     assert len(store.list_memories(scope, {"flag": True})) == 1 and store.list_memories(scope, {"flag": 1}) == []
     sem = store.search_semantic("record of goal", scope, {"goal_id": "g2"}, limit=5)
     assert [h.metadata["goal_id"] for h in sem] == ["g2"]
+
+
+def test_recall_search_and_hybrid_take_exact_metadata_filters(store: MemoryStore, scope: Scope) -> None:
+    want = {store.remember(f"billing deploy note {i}", {"goal_id": "g1", "n": i}, scope) for i in range(3)}
+    store.remember("billing deploy note for another goal", {"goal_id": "g2", "n": 1}, scope)
+    store.remember("billing deploy note with a list", {"goal_id": "g1", "tags": ["a"]}, scope)
+    store.remember("billing deploy note typed differently", {"goal_id": "g1", "n": "1"}, scope)
+    for name, call in (
+        ("recall", lambda f: store.recall("billing deploy", scope, 10, filters=f)),
+        ("search", lambda f: store.search("billing deploy", scope, 10, filters=f)),
+        ("search_hybrid", lambda f: store.search_hybrid("billing deploy", scope, f, 10)),
+    ):
+        got = call({"goal_id": "g1", "n": 1})
+        assert [(h.metadata["goal_id"], h.metadata["n"]) for h in got] == [("g1", 1)], name
+        assert {h.id for h in call({"goal_id": "g1"})} >= want, name
+        assert all(h.metadata["goal_id"] == "g1" for h in call({"goal_id": "g1"})), name
+        assert call({"goal_id": "nope"}) == [], name
+        assert [h.metadata["tags"] for h in call({"tags": ["a"]})] == [["a"]], name
 
 
 def test_edit_reembeds_changed_content_only(make_store: Any, scope: Scope) -> None:

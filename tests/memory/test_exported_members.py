@@ -8,7 +8,7 @@ from pathlib import Path
 import atomic_agents.memory as memory
 
 EXPECTED = [
-    "KEYWORD_FLOOR", "MAX_CONTENT_CHARS", "MAX_LEASE_MS", "MAX_LIMIT", "MAX_METADATA_BYTES", "RELEVANCE_FLOOR",
+    "MAX_CONTENT_CHARS", "MAX_LEASE_MS", "MAX_LIMIT", "MAX_METADATA_BYTES", "RELEVANCE_FLOOR",
     "SCHEMA_VERSION", "UNSET", "BaseEmbedder", "Embedder", "Fence", "HashingEmbedder", "Health", "Hit",
     "InMemoryMemoryStore", "Lease", "LeaseHeldError", "Memory", "MemoryStore", "MiniLMEmbedder", "PruneReport",
     "SQLiteMemoryStore", "Scope", "ScopeFilter", "StaleFenceError", "check_no_secrets", "content_hash", "default_db_path", "default_embedder",

@@ -1,44 +1,96 @@
-"""Scores users see are in [0, 1]; keyword hits never fall under the relevance floor."""
+"""Scores are one calibrated scale in [0, 1]; every map is monotone in its signal."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from atomic_agents.memory import KEYWORD_FLOOR, RELEVANCE_FLOOR
-from atomic_agents.memory._scoring import fts_query, fuse, keyword_scores, keyword_terms, semantic_score
+from atomic_agents.memory import RELEVANCE_FLOOR, HashingEmbedder
+from atomic_agents.memory._scoring import (
+    DEFAULT,
+    GENERIC,
+    bm25,
+    calibration_for,
+    fts_query,
+    fuse_pool,
+    hybrid_score,
+    idf,
+    keyword_evidence,
+    keyword_score,
+    keyword_terms,
+    semantic_score,
+    stems,
+    tokens,
+)
 
 unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+cosine = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
 
 
-@given(st.lists(st.floats(min_value=-1e6, max_value=0.0, allow_nan=False), min_size=1, max_size=50))
-def test_bm25_values_of_any_sign_and_scale_map_into_half_to_one(values: list[float]) -> None:
-    scores = keyword_scores(values)
-    assert all(KEYWORD_FLOOR <= s <= 1.0 for s in scores)
-    assert max(scores) == 1.0
-    # better (more negative) bm25 never scores lower
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    assert all(scores[a] >= scores[b] for a, b in zip(order, order[1:], strict=False))
+@given(st.floats(min_value=0.0, max_value=1e6, allow_nan=False), st.floats(min_value=0.0, max_value=1e6, allow_nan=False))
+def test_keyword_evidence_is_in_unit_interval(b: float, mass: float) -> None:
+    assert 0.0 <= keyword_evidence(b, mass) <= 1.0
+
+
+@given(cosine, cosine)
+def test_semantic_score_is_bounded_and_monotone(a: float, b: float) -> None:
+    lo, hi = sorted((a, b))
+    for cal in (DEFAULT, GENERIC):
+        assert 0.0 <= semantic_score(lo, cal) <= semantic_score(hi, cal) <= 1.0
 
 
 @given(unit, unit)
-def test_fusion_is_bounded_and_never_below_either_signal(sem: float, kw: float) -> None:
-    f = fuse(sem, kw)
-    assert max(sem, kw) <= f <= 1.0
+def test_keyword_score_is_bounded_and_monotone(a: float, b: float) -> None:
+    lo, hi = sorted((a, b))
+    assert 0.0 <= keyword_score(lo) <= keyword_score(hi) <= 1.0
 
 
-@given(unit)
-def test_a_keyword_hit_stays_above_the_floor_whatever_the_semantic_score(sem: float) -> None:
-    assert fuse(sem, KEYWORD_FLOOR) >= RELEVANCE_FLOOR
+@given(cosine, cosine, unit, unit, unit)
+def test_hybrid_score_is_bounded_and_monotone_in_each_signal(c1: float, c2: float, e1: float, e2: float, k: float) -> None:
+    (clo, chi), (elo, ehi) = sorted((c1, c2)), sorted((e1, e2))
+    for c in (clo, chi):
+        # evidence and its share of the query's best move together: e / best with best fixed at 1
+        assert 0.0 <= hybrid_score(c, elo, elo) <= hybrid_score(c, ehi, ehi) <= 1.0
+    assert hybrid_score(clo, e1, k) <= hybrid_score(chi, e1, k)
 
 
-@given(st.floats(min_value=-1.0, max_value=1.0, allow_nan=False))
-def test_semantic_scores_are_clipped_cosines(cos: float) -> None:
-    assert 0.0 <= semantic_score(cos) <= 1.0
+@given(st.dictionaries(st.integers(0, 50), cosine, max_size=20), st.dictionaries(st.integers(0, 50), unit, max_size=20))
+def test_fused_pool_is_sorted_bounded_and_keeps_only_candidates_with_a_signal(cos: dict[int, float], ev: dict[int, float]) -> None:
+    fused = fuse_pool(cos, ev, DEFAULT)
+    assert [s for s, _ in fused] == sorted((s for s, _ in fused), reverse=True)
+    assert all(0.0 <= s <= 1.0 for s, _ in fused)
+    assert {k for _, k in fused} == {k for k, c in cos.items() if c > 0} | {k for k, e in ev.items() if e > 0}
 
 
-def test_keyword_queries_are_any_word_and_quote_operators() -> None:
+def test_a_weak_keyword_match_scores_below_the_floor_and_a_full_one_above() -> None:
+    # One common word of a four-word question matched: little of the query's IDF mass.
+    assert keyword_score(keyword_evidence(bm25({"team": 1}, 12, 12.0, {"team": 0.3}), 0.3 + 3 * 4.0)) < RELEVANCE_FLOOR
+    # Every query word once, at average length: evidence ~1.
+    idfs = {"zanzibar": 4.0, "runbook": 3.5}
+    ev = keyword_evidence(bm25({"zanzibar": 1, "runbook": 1}, 10, 10.0, idfs), sum(idfs.values()))
+    assert abs(ev - 1.0) < 1e-9 and keyword_score(ev) >= RELEVANCE_FLOOR
+
+
+def test_idf_follows_fts5() -> None:
+    assert idf(100, 1) > idf(100, 10) > idf(100, 40)
+    assert idf(100, 90) == 1e-6  # FTS5 floors negative IDF
+
+
+def test_unknown_embedders_keep_clipped_cosines() -> None:
+    assert calibration_for("hashing-fake-256") is GENERIC and semantic_score(0.37, GENERIC) == 0.37
+    assert calibration_for("all-MiniLM-L6-v2-onnx-int8") is DEFAULT
+    fake = calibration_for(HashingEmbedder())  # its floor (0.3) sits where the default model's 0.45 does
+    assert fake.raw_semantic and abs(semantic_score(0.3 + fake.cos_shift, DEFAULT) - 0.45) < 1e-9
+
+
+def test_keyword_queries_drop_question_words_and_quote_operators() -> None:
     assert keyword_terms("The deploy of the billing API") == ["deploy", "billing", "api"]
+    assert keyword_terms("What did she do when you told my brother?") == ["told", "brother"]
     assert keyword_terms("the of") == ["the", "of"]
-    assert fts_query('deploy AND "x" -y*') == '"deploy" OR "x" OR "y"'
+    assert fts_query('deploy AND "x" -gate*') == '"deploy" OR "x" OR "gate"'
     assert fts_query("!!!") is None
+
+
+def test_tokens_are_the_fts5_porter_tokens() -> None:
+    assert tokens(["Running databases, café!"]) == [["run", "databas", "cafe"]]
+    assert stems(["adopted", "!!"]) == {"adopted": "adopt"}

@@ -170,13 +170,15 @@ def recall(
     limit: Limit = 5,
     org_id: OrgId = None,
     workspace_id: WorkspaceId = None,
+    filters: Filters = None,
 ) -> None:
-    """Semantic recall: the closest memories by meaning, scores in [0, 1] (0.45 = relevant)."""
+    """Semantic recall: the closest memories by meaning, calibrated scores in [0, 1] (0.45 = relevant)."""
     from ..memory import Scope
 
     scope = Scope.resolve(agent_id, user_id, org_id, workspace_id)
+    text, where = _text(query_arg, query, "query"), _filters(filters)  # checked before the store opens
     with _store(embeds=True) as store:
-        hits = store.recall(_text(query_arg, query, "query"), scope, limit)
+        hits = store.recall(text, scope, limit, where)
     emit(_results(hits), True)
 
 
@@ -190,13 +192,15 @@ def search(
     limit: Limit = 10,
     org_id: OrgId = None,
     workspace_id: WorkspaceId = None,
+    filters: Filters = None,
 ) -> None:
-    """Keyword search (any word matches, bm25-ranked); keyword hits score 0.5-1."""
+    """Keyword search (any word matches, bm25-ranked); calibrated scores in [0, 1] (0.45 = relevant)."""
     from ..memory import Scope
 
     scope = Scope.resolve(agent_id, user_id, org_id, workspace_id)
+    text, where = _text(query_arg, keywords, "keywords"), _filters(filters)  # checked before the store opens
     with _store(embeds=False) as store:
-        hits = store.search(_text(query_arg, keywords, "keywords"), scope, limit)
+        hits = store.search(text, scope, limit, where)
     emit(_results(hits), True)
 
 

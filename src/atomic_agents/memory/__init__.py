@@ -19,7 +19,6 @@ from ._embed import BaseEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder, con
 from ._fake import InMemoryMemoryStore
 from ._leases import MAX_LEASE_MS, Fence, Lease, LeaseHeldError, StaleFenceError
 from ._models import MAX_CONTENT_CHARS, MAX_LIMIT, MAX_METADATA_BYTES, Health, Hit, Memory, PruneReport, Scope, ScopeFilter
-from ._scoring import KEYWORD_FLOOR
 from ._secrets import check_no_secrets, find_secret
 from ._sqlite import SQLiteMemoryStore
 from ._sqlite_schema import SCHEMA_VERSION
@@ -30,7 +29,6 @@ from ._transfer import export_jsonl, import_jsonl
 RELEVANCE_FLOOR = 0.45
 
 __all__ = [
-    "KEYWORD_FLOOR",
     "MAX_CONTENT_CHARS",
     "MAX_LEASE_MS",
     "MAX_LIMIT",

@@ -1,8 +1,10 @@
 """An in-memory :class:`MemoryStore` for unit tests and examples: dicts and numpy, no file.
 
 Same rules as the SQLite backend (it shares input checks, secret policy and
-scoring); keyword search is a plain-Python bm25 over lower-cased words, without
-the SQLite backend's stemming. Not persistent, not shared between processes.
+scoring); keyword search is a plain-Python bm25 over the tokens SQLite's FTS5
+index would hold (:func:`~atomic_agents.memory._scoring.tokens`), with the same
+constants, so its scores match the SQLite backend's. Not persistent, not shared
+between processes.
 
 >>> store = InMemoryMemoryStore(embedder=HashingEmbedder())
 >>> mid = store.remember("Deploy of billing went green", {"goal_id": "g1"}, Scope("builder", "alice"))
@@ -12,7 +14,6 @@ True
 
 from __future__ import annotations
 
-import math
 import re
 import threading
 import time
@@ -28,7 +29,19 @@ from ._base import check_prune_target, check_scope, check_scope_filter, embed_te
 from ._embed import Embedder, HashingEmbedder, content_hash
 from ._leases import Fence, Lease, check_fence, check_lease_args, held_error
 from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_id, check_limit, check_query
-from ._scoring import fuse, keyword_scores, keyword_terms, semantic_score
+from ._scoring import (
+    HYBRID_POOL,
+    bm25,
+    calibration_for,
+    fuse_pool,
+    idf,
+    keyword_evidence,
+    keyword_score,
+    keyword_terms,
+    semantic_score,
+    stems,
+    tokens,
+)
 from ._secrets import check_no_secrets
 from ._sqlite_schema import SCHEMA_VERSION
 from ._store import UNSET, Progress
@@ -52,6 +65,7 @@ class InMemoryMemoryStore:
         self._vecs: dict[str, tuple[str, str, np.ndarray]] = {}  # id -> (model, content hash, vector)
         self._lock = threading.RLock()
         self._leases: dict[str, Lease] = {}
+        self._tokens: dict[str, Counter[str]] = {}  # content -> its index tokens
 
     def _vector(self, text: str) -> tuple[str, np.ndarray]:
         h = content_hash(text)
@@ -190,30 +204,42 @@ class InMemoryMemoryStore:
             if m.scope_key() == key and m.is_live(now) and (not filters or metadata_matches(m.metadata, filters))
         ]
 
-    def _keyword(self, query: str, pool: list[Memory], limit: int) -> list[tuple[Memory, float]]:
-        terms = keyword_terms(query)
-        docs = [(m, Counter(w.lower() for w in _WORD.findall(m.content))) for m in pool]
-        if not docs or not terms:
-            return []
-        avg = sum(sum(c.values()) for _, c in docs) / len(docs)
-        df = {t: sum(1 for _, c in docs if t in c) for t in terms}
-        scored = []
-        for m, c in docs:
-            length = sum(c.values())
-            s = 0.0
-            for t in terms:
-                if c[t]:
-                    idf = math.log(1 + (len(docs) - df[t] + 0.5) / (df[t] + 0.5))
-                    s += idf * c[t] * 2.2 / (c[t] + 1.2 * (0.25 + 0.75 * length / avg))
-            if s > 0:
-                scored.append((-s, m))  # negative like SQLite's bm25, so one mapping serves both
-        scored.sort(key=lambda x: (x[0], x[1].created_at))
-        scored = scored[:limit]
-        return list(zip((m for _, m in scored), keyword_scores([s for s, _ in scored]), strict=True))
+    def _counts(self, content: str) -> Counter[str]:
+        got = self._tokens.get(content)
+        if got is None:
+            got = self._tokens[content] = Counter(tokens([content])[0])
+        return got
 
-    def search(self, query: str, scope: Scope, limit: int = 10) -> list[Hit]:
-        q, sc, lim = check_query(query), check_scope(scope), check_limit(limit)
-        return [Hit(m, s) for m, s in self._keyword(q, self._live(sc), lim)]
+    def _evidence(self, query: str, pool: list[Memory]) -> dict[str, float]:
+        """Keyword evidence of each memory in ``pool`` that matches a query word.
+
+        Row counts span every stored memory (all scopes, forgotten ones too), as SQLite's FTS index does.
+        """
+        wanted = set(stems(keyword_terms(query)).values())
+        if not wanted or not pool:
+            return {}
+        every = [self._counts(m.content) for m in self._mems.values()]
+        avg = sum(sum(c.values()) for c in every) / max(len(every), 1)
+        idfs = {t: idf(len(every), sum(1 for c in every if c[t])) for t in wanted}
+        mass = sum(idfs.values())
+        out = {}
+        for m in pool:
+            c = self._counts(m.content)
+            if any(c[t] for t in wanted):
+                out[m.id] = keyword_evidence(bm25(c, sum(c.values()), avg, idfs), mass)
+        return out
+
+    def _keyword(self, query: str, pool: list[Memory], limit: int) -> list[tuple[Memory, float]]:
+        ev = self._evidence(query, pool)
+        ranked = sorted((m for m in pool if m.id in ev), key=lambda m: -ev[m.id])  # stable: older first on ties
+        return [(m, ev[m.id]) for m in ranked[:limit]]
+
+    def search(
+        self, query: str, scope: Scope, limit: int = 10, filters: Mapping[str, Any] | None = None
+    ) -> list[Hit]:
+        q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
+        cal = calibration_for(self.embedder)
+        return [Hit(m, keyword_score(e, cal)) for m, e in self._keyword(q, self._live(sc, flt), lim)]
 
     def _cosines(self, query: str, pool: list[Memory]) -> dict[str, float]:
         if self._stored_model != self.embedder.model_id:
@@ -237,10 +263,13 @@ class InMemoryMemoryStore:
         pool = self._live(sc, flt)
         cos = self._cosines(q, pool)
         ranked = sorted(pool, key=lambda m: -cos.get(m.id, -2.0))[:lim]
-        return [Hit(m, semantic_score(cos[m.id])) for m in ranked if m.id in cos]
+        cal = calibration_for(self.embedder)
+        return [Hit(m, semantic_score(cos[m.id], cal)) for m in ranked if m.id in cos]
 
-    def recall(self, query: str, scope: Scope, limit: int = 5) -> list[Hit]:
-        return self.search_semantic(query, scope, None, limit)
+    def recall(
+        self, query: str, scope: Scope, limit: int = 5, filters: Mapping[str, Any] | None = None
+    ) -> list[Hit]:
+        return self.search_semantic(query, scope, filters, limit)
 
     def search_hybrid(
         self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
@@ -248,10 +277,19 @@ class InMemoryMemoryStore:
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         pool = self._live(sc, flt)
         cos = self._cosines(q, pool)
-        kw = {m.id: s for m, s in self._keyword(q, pool, max(lim * 4, 50))}
-        scored = [(fuse(semantic_score(cos.get(m.id, 0.0)), kw.get(m.id, 0.0)), m) for m in pool]
-        ranked = sorted((x for x in scored if x[0] > 0.0), key=lambda x: -x[0])  # no signal is not a hit
-        return [Hit(m, s) for s, m in ranked[:lim]]
+        ev = self._evidence(q, pool)
+        # the same candidate pool as the SQLite backend: each ranker's top max(4 * limit, HYBRID_POOL)
+        depth = max(lim * 4, HYBRID_POOL)
+        by_cos = sorted(pool, key=lambda m: -cos.get(m.id, -2.0))[:depth]
+        by_kw = sorted((m for m in pool if m.id in ev), key=lambda m: -ev[m.id])[:depth]
+        seq = {m.id: i for i, m in enumerate(pool)}
+        cands = {seq[m.id]: m for m in [*by_cos, *by_kw]}
+        fused = fuse_pool(
+            {k: cos[m.id] for k, m in cands.items() if m.id in cos},
+            {k: ev[m.id] for k, m in cands.items() if m.id in ev},
+            calibration_for(self.embedder),
+        )
+        return [Hit(cands[k], s) for s, k in fused if s > 0.0][:lim]  # no signal is not a hit
 
     def list_memories(
         self, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 1000

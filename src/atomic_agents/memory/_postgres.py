@@ -6,11 +6,13 @@ pgvector) and a server with the ``vector`` extension.
 
 - Semantic search: ``ORDER BY embedding::vector(d) <=> q`` in the store's scope, served
   by the model's HNSW index (cosine, iterative scan in strict order so filtered scans
-  still return ``limit`` rows); score = cosine clipped to [0, 1], as in SQLite.
-- Keyword search: a stored ``tsvector`` (English stemming, no stopwords, diacritics
-  folded like SQLite's ``remove_diacritics``) matched by any query word, ranked by
-  ``ts_rank`` (length-normalised) and mapped to [0.5, 1] by the shared
-  :func:`keyword_scores`; ties go to the older row, as everywhere.
+  still return ``limit`` rows); score = the shared calibrated map of the cosine.
+- Keyword search: a stored ``tsvector`` (English stemming, diacritics folded like
+  SQLite's ``remove_diacritics``) matched by any query word finds and pre-ranks
+  (``ts_rank``) a deep candidate set; each candidate is then re-scored with the
+  shared BM25 (:mod:`._scoring`: SQLite's tokens and constants; row counts from this
+  database; average length over the candidates) so scores mean what they mean on
+  SQLite; ties go to the older row, as everywhere.
 - Metadata filters: ``meta @> filter`` on a JSONB copy (GIN index), then the shared
   type-strict check where JSONB is looser (numbers: ``1`` equals ``1.0`` in JSONB).
 - Every write is one transaction on a pooled connection; leases serialise on a
@@ -34,7 +36,21 @@ from ._embed import Embedder, content_hash
 from ._leases import Fence, Lease, check_fence, check_lease_args, held_error
 from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_id, check_limit, check_query
 from ._postgres_schema import PG_SCHEMA_VERSION, TS_CONFIG, ensure_schema, ensure_vector_index, vector_index_name
-from ._scoring import fuse, keyword_scores, keyword_terms, semantic_score
+from collections import Counter
+
+from ._scoring import (
+    HYBRID_POOL,
+    bm25,
+    calibration_for,
+    fuse_pool,
+    idf,
+    keyword_evidence,
+    keyword_score,
+    keyword_terms,
+    semantic_score,
+    stems,
+    tokens,
+)
 from ._secrets import check_no_secrets
 from ._store import UNSET, Progress
 
@@ -479,30 +495,67 @@ class PostgresMemoryStore:
         rows = self._read(f"SELECT {_COLS} FROM memories m WHERE m.seq = ANY(%s) AND {_LIVE}", [list(seqs), time.time()])
         return {row[0]: _memory(row) for row in rows}
 
+    def _idf(self, query: str) -> dict[str, float]:
+        """``stem -> idf`` for the query's content words: row counts from the tsvector index."""
+        words = keyword_terms(_fold(query))
+        by_stem = stems(words)
+        if not by_stem:
+            return {}
+        firsts = {st: w for w, st in reversed(list(by_stem.items()))}
+        counts = ", ".join(f"count(*) FILTER (WHERE tsv @@ to_tsquery('{TS_CONFIG}', %s))" for _ in firsts)
+        quoted = [f"'{w}'" for w in firsts.values()]
+        row = self._read(
+            f"SELECT (SELECT count(*) FROM memories), {counts} FROM memories WHERE tsv @@ to_tsquery('{TS_CONFIG}', %s)",
+            [*quoted, " | ".join(quoted)],
+        )[0]
+        return {st: idf(int(row[0]), int(n)) for st, n in zip(firsts, row[1:], strict=True)}
+
+    def _evidence(self, query: str, mems: Mapping[int, Memory]) -> dict[int, float]:
+        """Keyword evidence (shared BM25 over SQLite's tokens) of each given memory that matches."""
+        idfs = self._idf(query)
+        if not idfs or not mems:
+            return {}
+        keys = list(mems)
+        counts = [Counter(t) for t in tokens([mems[k].content for k in keys])]
+        avg = sum(sum(c.values()) for c in counts) / len(counts)
+        mass = sum(idfs.values())
+        return {
+            k: keyword_evidence(bm25(c, sum(c.values()), avg, idfs), mass)
+            for k, c in zip(keys, counts, strict=True)
+            if any(c[t] for t in idfs)
+        }
+
     def _keyword(
         self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[int, float, Memory]]:
+        """``(seq, keyword evidence, memory)`` of the best matches: ts_rank pre-selects, BM25 ranks."""
         tq = _tsquery(query)
         if tq is None:
             return []
         flt = filters or {}
         extra, fparams = _filter_sql(flt)
         post = _needs_python_check(flt)
+        depth = max(limit * 4, 200)
         rows = self._read(
             f"SELECT {_COLS}, ts_rank(m.tsv, q, 1) AS r FROM memories m, to_tsquery('{TS_CONFIG}', %s) q"
             f" WHERE m.tsv @@ q AND {_SCOPE} AND {_LIVE}{extra} ORDER BY r DESC, m.seq"
             + ("" if post else " LIMIT %s"),
-            [tq, *scope.key(), time.time(), *fparams, *([] if post else [limit])],
+            [tq, *scope.key(), time.time(), *fparams, *([] if post else [depth])],
         )
         if post:
-            rows = [r for r in rows if metadata_matches(json.loads(r[3]), flt)][:limit]
-        scores = keyword_scores([-float(r[-1]) for r in rows])
-        return [(r[0], s, _memory(r)) for r, s in zip(rows, scores, strict=True)]
+            rows = [r for r in rows if metadata_matches(json.loads(r[3]), flt)][:depth]
+        mems = {r[0]: _memory(r) for r in rows}
+        ev = self._evidence(query, mems)
+        ranked = sorted(ev, key=lambda k: (-ev[k], k))[:limit]
+        return [(k, ev[k], mems[k]) for k in ranked]
 
-    def search(self, query: str, scope: Scope, limit: int = 10) -> list[Hit]:
+    def search(
+        self, query: str, scope: Scope, limit: int = 10, filters: Mapping[str, Any] | None = None
+    ) -> list[Hit]:
         """Keyword search: a memory matches if any query word does (English stemming), best first."""
-        q, sc, lim = check_query(query), check_scope(scope), check_limit(limit)
-        return [Hit(mem, s) for _, s, mem in self._keyword(q, sc, lim)]
+        q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
+        cal = calibration_for(self.embedder)
+        return [Hit(mem, keyword_score(e, cal)) for _, e, mem in self._keyword(q, sc, lim, flt)]
 
     def _semantic(self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int) -> tuple[np.ndarray, list[tuple[int, float, Memory]]]:
         dim = self._require_model()
@@ -528,33 +581,36 @@ class PostgresMemoryStore:
         rows = self._run(tx, write=False)
         if post:
             rows = [r for r in rows if metadata_matches(json.loads(r[3]), filters)][:limit]
-        return qv, [(r[0], semantic_score(_cosine(r[-1])), _memory(r)) for r in rows]
+        return qv, [(r[0], _cosine(r[-1]), _memory(r)) for r in rows]
 
     def search_semantic(
         self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
     ) -> list[Hit]:
-        """Nearest memories by cosine (clipped to [0, 1]), restricted by metadata equality ``filters``."""
+        """Nearest memories by cosine (calibrated score), restricted by metadata equality ``filters``."""
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         _, found = self._semantic(q, sc, flt, lim)
-        return [Hit(mem, s) for _, s, mem in found]
+        cal = calibration_for(self.embedder)
+        return [Hit(mem, semantic_score(c, cal)) for _, c, mem in found]
 
-    def recall(self, query: str, scope: Scope, limit: int = 5) -> list[Hit]:
-        """Semantic recall (eden's ``recall``): ``search_semantic`` without filters."""
-        return self.search_semantic(query, scope, None, limit)
+    def recall(
+        self, query: str, scope: Scope, limit: int = 5, filters: Mapping[str, Any] | None = None
+    ) -> list[Hit]:
+        """Semantic recall (eden's ``recall``): ``search_semantic``."""
+        return self.search_semantic(query, scope, filters, limit)
 
     def search_hybrid(
         self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
     ) -> list[Hit]:
-        """Semantic and keyword candidates fused by :func:`~atomic_agents.memory._scoring.fuse`."""
+        """Both rankers' top candidates, each scored on both signals, fused as on SQLite (:func:`fuse_pool`)."""
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
-        pool = max(lim * 4, 50)
+        pool = max(lim * 4, HYBRID_POOL)
         qv, found = self._semantic(q, sc, flt, pool)
-        sem = {k: s for k, s, _ in found}
+        cos = {k: c for k, c, _ in found}
         mems = {k: m for k, _, m in found}
         kw_hits = self._keyword(q, sc, pool, flt)
-        kw = {k: s for k, s, _ in kw_hits}
+        kw = {k: e for k, e, _ in kw_hits}
         mems.update({k: m for k, _, m in kw_hits})
-        missing = [k for k in kw if k not in sem]
+        missing = [k for k in kw if k not in cos]
         if missing:
             dim = self.embedder.dimension
             for k, d in self._read(
@@ -562,9 +618,9 @@ class PostgresMemoryStore:
                 f" WHERE m.seq = ANY(%s) AND m.embedder = {self._model_literal()} AND m.embedding IS NOT NULL",
                 [qv, missing],
             ):
-                sem[k] = semantic_score(_cosine(d))
-        # (score, seq) descending: the same order (ties to the newer row) as SQLite's fusion
-        fused = sorted(((fuse(sem.get(k, 0.0), kw.get(k, 0.0)), k) for k in set(sem) | set(kw)), reverse=True)
+                cos[k] = _cosine(d)
+        kw = self._evidence(q, mems)  # every candidate on one footing (one average length)
+        fused = fuse_pool(cos, kw, calibration_for(self.embedder))
         return [Hit(mems[k], s) for s, k in fused if s > 0.0][:lim]  # no signal at all is not a hit
 
     def list_memories(

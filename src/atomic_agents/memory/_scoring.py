@@ -1,37 +1,95 @@
-"""How raw signals become the scores users see: always in [0, 1], higher is better.
+"""How raw signals become the scores users see: one calibrated scale in [0, 1] for every ranker.
 
-- Semantic: cosine of unit vectors, clipped at 0 (a negative cosine is "unrelated").
-- Keyword: SQLite's ``bm25()`` is *negative* (more negative = better) and unbounded.
-  We flip it to a positive relevance ``r`` and map each hit to
-  ``0.5 + 0.5 * r / r_best``: every keyword hit scores at least 0.5, so a good
-  keyword hit never lands under ATP's 0.45 floor because of bm25's sign or scale,
-  and the best hit of a query scores 1.0.
-- Hybrid: ``max(sem, kw) + 0.2 * min(sem, kw) * (1 - max(sem, kw))``: the better of
-  the two signals, nudged up when both agree; never below either, never above 1.
+A score estimates "this memory is what the query is after". The same formulas
+serve SQLite, PostgreSQL and the fake; each backend only supplies the raw
+signals. ``0.45`` (ATP's floor) is where a hit becomes "relevant" whichever
+ranker found it: a weak keyword match scores low, a strong paraphrase scores high.
 
->>> keyword_scores([-3.0, -1.5])
-[1.0, 0.75]
->>> fuse(0.0, 0.5)
+Signals:
+
+- **cosine** ``c``: of unit vectors (the embedder's), in [-1, 1].
+- **keyword evidence** ``e`` in [0, 1]: the memory's BM25 (FTS5's own, k1=1.2,
+  b=0.75, over porter-stemmed ``unicode61`` tokens) divided by the query's IDF
+  mass ``sum(idf(t))`` over its content words (stopwords, including question words,
+  dropped), capped at 1. A memory holding every query word once at average length
+  has ``e ~ 1``; one holding only a common word has ``e`` near 0. It is absolute:
+  unlike "best hit = 1", the best hit of a query that nothing really matches
+  still scores low. ``idf(t) = ln((N - n_t + 0.5) / (n_t + 0.5))`` (FTS5's,
+  floored at 1e-6) with ``N`` rows indexed and ``n_t`` rows holding ``t``.
+
+Scores (``sigma`` is the logistic function; constants in :data:`DEFAULT`, fitted on
+the labelled set's dev split by ``bench/_mem_quality.py --fit``):
+
+- semantic: ``sigma(s_a * c + s_b)``
+- keyword: ``sigma(k_a * e + k_b)``
+- hybrid: ``sigma(h_c * c + h_e * e + h_k * k + h_b)`` with ``k = e / max e`` over
+  the query's candidate pool (its keyword evidence relative to the query's best
+  keyword match). Ranking is by this score: a convex blend of the signals through
+  one monotone map. Both rankers contribute a pool (:data:`HYBRID_POOL` each, or
+  ``4 * limit``) and every candidate gets both signals.
+
+Constants are fitted for the default model (:data:`DEFAULT`, keyed by its
+``model_id``); other embedders (the test fake) get :data:`GENERIC`, whose semantic
+map is the identity on clipped cosine, so their recall scores are the cosines
+they always were.
+
+>>> round(keyword_evidence(bm25=2.0, idf_mass=4.0), 2)
 0.5
->>> round(fuse(0.8, 0.9), 3)
-0.916
+>>> keyword_evidence(bm25=9.0, idf_mass=4.0)
+1.0
+>>> 0.0 <= hybrid_score(0.6, 0.3, 1.0, DEFAULT) <= 1.0
+True
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
-__all__ = ["KEYWORD_FLOOR", "fts_query", "fuse", "keyword_scores", "keyword_terms", "semantic_score"]
+__all__ = [
+    "DEFAULT",
+    "GENERIC",
+    "HYBRID_POOL",
+    "Calibration",
+    "bm25",
+    "calibration_for",
+    "fts_query",
+    "fuse_pool",
+    "hybrid_score",
+    "idf",
+    "keyword_evidence",
+    "keyword_score",
+    "keyword_terms",
+    "semantic_score",
+    "stems",
+    "tokens",
+]
 
-#: The lowest score a keyword hit can get.
-KEYWORD_FLOOR = 0.5
 _MAX_TERMS = 32
+#: Candidates each ranker contributes to a hybrid search (at least; ``4 * limit`` if more).
+HYBRID_POOL = 50
 _WORD = re.compile(r"\w+", re.UNICODE)
-# Dropped from a keyword query only when other words remain: "the" matches everything.
+#: FTS5's bm25 constants (SQLite's defaults; the fake and PostgreSQL use the same).
+K1, B = 1.2, 0.75
+# Dropped from a keyword query only when other words remain. A list fit for questions:
+# function words, auxiliaries and pronouns ("what did she do", "when does my ...") carry no
+# topic, and matching them ranks chatty memories over the one the question is about.
 _STOPWORDS = frozenset(
-    "a an and are as at be but by for from has have how i if in into is it its of on or "
-    "that the their then there these this to was were what when where which who why will with".split()
+    """
+    a about above after again against all am an and any are aren as at be because been before being
+    below between both but by can could couldn did didn do does doesn doing don down during each few
+    for from further had hadn has hasn have haven having he her here hers herself him himself his how
+    i if in into is isn it its itself just ll me mightn more most mustn my myself needn no nor not now
+    o of off on once only or other our ours ourselves out over own re s same shan she should shouldn
+    so some such t than that the their theirs them themselves then there these they this those through
+    to too under until up ve very was wasn we were weren what when where which while who whom why will
+    with won would wouldn y you your yours yourself yourselves also ever get got
+    tell know remember recall describe say said like kind sort
+    """.split()
 )
 
 
@@ -54,19 +112,162 @@ def fts_query(query: str) -> str | None:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
-def keyword_scores(bm25_values: Sequence[float]) -> list[float]:
-    """Map SQLite bm25 values (negative, lower is better) to scores in [0.5, 1]."""
-    rel = [max(-v, 0.0) for v in bm25_values]
-    best = max(rel, default=0.0)
-    if best <= 0.0:
-        return [1.0 for _ in rel]
-    return [KEYWORD_FLOOR + (1.0 - KEYWORD_FLOOR) * (r / best) for r in rel]
+# -- tokens exactly as SQLite's FTS5 index sees them ----------------------------------------
+
+_TOKENIZER = "porter unicode61 remove_diacritics 2"
+_tok_lock = threading.Lock()
+_tok_conn: sqlite3.Connection | None = None
 
 
-def semantic_score(cosine: float) -> float:
-    return min(max(float(cosine), 0.0), 1.0)
+def _tokenizer() -> sqlite3.Connection:
+    global _tok_conn
+    if _tok_conn is None:
+        c = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        c.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, tokenize='{_TOKENIZER}')")
+        c.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+        _tok_conn = c
+    return _tok_conn
 
 
-def fuse(semantic: float, keyword: float) -> float:
-    hi, lo = max(semantic, keyword), min(semantic, keyword)
-    return min(1.0, hi + 0.2 * lo * (1.0 - hi))
+def tokens(texts: Sequence[str]) -> list[list[str]]:
+    """Each text's tokens (stemmed, folded) in order, by the very tokenizer the SQLite index uses.
+
+    The fake and PostgreSQL's re-scoring use this too, so BM25 counts the same words everywhere.
+    """
+    out: list[list[str]] = [[] for _ in texts]
+    if not texts:
+        return out
+    with _tok_lock:
+        c = _tokenizer()
+        c.execute("BEGIN")
+        try:
+            c.executemany("INSERT INTO t (rowid, x) VALUES (?, ?)", [(i + 1, t) for i, t in enumerate(texts)])
+            for term, doc, _ in c.execute("SELECT term, doc, \"offset\" FROM v ORDER BY doc, \"offset\""):
+                out[doc - 1].append(term)
+        finally:
+            c.execute("ROLLBACK")
+    return out
+
+
+def stems(words: Iterable[str]) -> dict[str, str]:
+    """``word -> stem`` as the index stores it (words that tokenize to nothing are left out)."""
+    ws = list(words)
+    return {w: t[0] for w, t in zip(ws, tokens(ws), strict=True) if t}
+
+
+# -- BM25 on an absolute scale ---------------------------------------------------------------
+
+
+def idf(n_rows: int, n_hits: int) -> float:
+    """FTS5's inverse document frequency (floored at 1e-6, as SQLite does)."""
+    value = math.log((n_rows - n_hits + 0.5) / (n_hits + 0.5)) if n_rows > 0 else 0.0
+    return value if value > 0.0 else 1e-6
+
+
+def bm25(tf: Mapping[str, int], length: int, avg_length: float, idfs: Mapping[str, float]) -> float:
+    """FTS5's bm25 (as a positive number) of one document: ``tf`` term counts, ``length`` tokens."""
+    norm = K1 * (1.0 - B + B * (length / avg_length if avg_length > 0 else 1.0))
+    return sum(w * (tf[t] * (K1 + 1.0)) / (tf[t] + norm) for t, w in idfs.items() if tf.get(t))
+
+
+def keyword_evidence(bm25: float, idf_mass: float) -> float:
+    """BM25 relative to the query's IDF mass, in [0, 1] (see the module docstring)."""
+    if idf_mass <= 0.0 or bm25 <= 0.0:
+        return 0.0
+    return min(bm25 / idf_mass, 1.0)
+
+
+# -- calibration ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Logistic maps from signals to scores (see the module docstring for the formulas)."""
+
+    sem_a: float
+    sem_b: float
+    kw_a: float
+    kw_b: float
+    hy_c: float
+    hy_e: float
+    hy_k: float
+    hy_b: float
+    #: identity semantic map (clipped cosine) instead of the logistic one
+    raw_semantic: bool = False
+    #: added to cosines before the hybrid map: puts another embedder's relevance floor
+    #: where the default model's cosine for score 0.45 is
+    cos_shift: float = 0.0
+
+
+def _sigma(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
+#: Fitted for the default model (all-MiniLM-L6-v2, int8) on the dev split of
+#: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
+DEFAULT = Calibration(
+    sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=3.131, hy_e=3.910, hy_k=-1.416, hy_b=-2.378
+)
+#: For other embedders: semantic scores stay clipped cosines; keyword and hybrid use
+#: DEFAULT's keyword and fusion constants.
+GENERIC = Calibration(**{**DEFAULT.__dict__, "raw_semantic": True})
+_FITTED = {"all-MiniLM-L6-v2-onnx-int8": DEFAULT}
+
+
+def calibration_for(embedder: object) -> Calibration:
+    """The constants for an embedder (by ``model_id``; :data:`GENERIC` when none were fitted).
+
+    For GENERIC, the hybrid map shifts cosines by (the default model's cosine at score
+    0.45) minus the embedder's own ``relevance_floor``.
+    """
+    model_id = getattr(embedder, "model_id", embedder)
+    fitted = _FITTED.get(str(model_id))
+    if fitted is not None:
+        return fitted
+    floor = getattr(embedder, "relevance_floor", None)
+    if not isinstance(floor, (int, float)):
+        return GENERIC
+    at_floor = (math.log(0.45 / 0.55) - DEFAULT.sem_b) / DEFAULT.sem_a
+    return replace(GENERIC, cos_shift=at_floor - float(floor))
+
+
+def semantic_score(cosine: float, cal: Calibration = GENERIC) -> float:
+    c = min(max(float(cosine), -1.0), 1.0)
+    if cal.raw_semantic:
+        return max(c, 0.0)
+    return _sigma(cal.sem_a * c + cal.sem_b)
+
+
+def keyword_score(evidence: float, cal: Calibration = DEFAULT) -> float:
+    if evidence <= 0.0:
+        return 0.0
+    return _sigma(cal.kw_a * min(evidence, 1.0) + cal.kw_b)
+
+
+def hybrid_score(cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT) -> float:
+    """``relative``: this evidence over the best evidence of the query's candidate pool (in [0, 1])."""
+    c = min(max(float(cosine) + cal.cos_shift, -1.0), 1.0)
+    e = min(max(evidence, 0.0), 1.0)
+    k = min(max(relative, 0.0), 1.0)
+    return _sigma(cal.hy_c * c + cal.hy_e * e + cal.hy_k * k + cal.hy_b)
+
+
+def fuse_pool(
+    cosines: Mapping[int, float], evidence: Mapping[int, float], cal: Calibration
+) -> list[tuple[float, int]]:
+    """``(score, key)`` for every candidate with some signal (cosine > 0 or evidence > 0), best first.
+
+    Ties go to the higher key (the newer row).
+    """
+    keys = {k for k, c in cosines.items() if c > 0.0} | {k for k, e in evidence.items() if e > 0.0}
+    if not keys:
+        return []
+    best = max(evidence.values(), default=0.0)
+    scored = []
+    for k in keys:
+        c, e = cosines.get(k, 0.0), evidence.get(k, 0.0)
+        scored.append((hybrid_score(c, e, e / best if best > 0.0 else 0.0, cal), k))
+    return sorted(scored, reverse=True)

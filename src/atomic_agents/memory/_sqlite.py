@@ -43,7 +43,18 @@ from ._models import (
     check_limit,
     check_query,
 )
-from ._scoring import fts_query, fuse, keyword_scores, semantic_score
+from ._scoring import (
+    HYBRID_POOL,
+    calibration_for,
+    fts_query,
+    fuse_pool,
+    idf,
+    keyword_evidence,
+    keyword_score,
+    keyword_terms,
+    semantic_score,
+    stems,
+)
 from ._secrets import check_no_secrets
 from ._sqlite_schema import SCHEMA_VERSION, _with_retry, connect, ensure_schema, write_txn
 from ._store import UNSET, Progress
@@ -57,6 +68,10 @@ _COLS = (
 )
 _LIVE = "m.deleted_at = 0 AND (m.expires_at IS NULL OR m.expires_at > ?)"
 _SCOPE = "m.agent_id = ? AND m.user_id = ? AND m.org_id = ? AND m.workspace_id = ?"
+_BY_ROWID_SCOPE = (_SCOPE + " AND " + _LIVE).replace("m.", "+m.")
+# Keyword search over-fetches the FTS5 top this many times, growing it by this factor each time,
+# before it falls back to the exact join over every match.
+_RANK_FIRST_ROUNDS, _RANK_FIRST_GROWTH = 3, 8
 
 
 def _memory(row: Sequence[Any]) -> Memory:
@@ -160,6 +175,9 @@ class SQLiteMemoryStore(SQLiteLeases):
         self._data_version = -1
         self._epoch = ""
         self._pulled = 0  # rows pulled since the matrix was loaded
+        self._writes = 0  # own commits (PRAGMA data_version only counts other connections')
+        self._fts_rows: tuple[tuple[int, int], int] | None = None
+        self._vocab = False
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -284,6 +302,7 @@ class SQLiteMemoryStore(SQLiteLeases):
         self._pulled += len(rows)
 
     def _after_write(self) -> None:
+        self._writes += 1
         if self._index is not None:
             self._sync(force=True)
 
@@ -512,31 +531,110 @@ class SQLiteMemoryStore(SQLiteLeases):
             return [r[0] for r in rows if metadata_matches(json.loads(r[1]), filters)]
         return [r[0] for r in rows]
 
+    def _idf(self, query: str) -> dict[str, float]:
+        """``stem -> idf`` for the query's content words, from the FTS index's own counts."""
+        terms = keyword_terms(query)
+        by_stem = stems(terms)
+        with self._lock:
+            key = (int(self._read("PRAGMA data_version")[0][0]), self._writes)
+            if self._fts_rows is None or self._fts_rows[0] != key:
+                self._fts_rows = (key, int(self._read("SELECT count(*) FROM memories")[0][0]))
+            n_rows = self._fts_rows[1]
+            if not self._vocab:
+                self._read("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab USING fts5vocab(main, memories_fts, row)")
+                self._vocab = True
+        out: dict[str, float] = {}
+        for stem in dict.fromkeys(by_stem.values()):
+            row = self._read("SELECT doc FROM temp.memories_fts_vocab WHERE term = ?", [stem])
+            out[stem] = idf(n_rows, int(row[0][0]) if row else 0)
+        return out
+
+    def _keyword_rows(self, fq: str, scope: Scope, limit: int, filters: Mapping[str, Any]) -> list[Any]:
+        """Rows ``(cols..., bm25)`` of the ``limit`` best matches in ``scope``, best first.
+
+        Ranks inside FTS5 first (no join, no scope check), then checks scope, liveness
+        and filters on an over-fetched top only; while those remove too many, the
+        over-fetch grows, and past a few rounds the exact join over all matches runs.
+        It never returns fewer rows than exist.
+        """
+        extra, params = _tag_clause(filters)
+        post = _needs_python_check(filters)
+        fetch = limit * 4 + 32
+        for _ in range(_RANK_FIRST_ROUNDS):
+            ranked = self._read(
+                "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?"
+                " ORDER BY bm25(memories_fts), rowid LIMIT ?",
+                [fq, fetch],
+            )
+            order = {seq: i for i, (seq, _) in enumerate(ranked)}
+            score = dict(ranked)
+            kept: list[Any] = []
+            for start in range(0, len(ranked), 500):
+                part = [seq for seq, _ in ranked[start : start + 500]]
+                marks = ",".join("?" * len(part))
+                kept += self._read(  # unary + keeps the planner on the rowid lookups, off the scope index
+                    f"SELECT {_COLS} FROM memories m WHERE m.seq IN ({marks}) AND {_BY_ROWID_SCOPE}{extra}",
+                    [*part, *scope.key(), time.time(), *params],
+                )
+            if post:
+                kept = [r for r in kept if metadata_matches(json.loads(r[3]), filters)]
+            kept.sort(key=lambda r: order[r[0]])
+            if len(kept) >= limit or len(ranked) < fetch:  # enough, or every match was looked at
+                return [(*r, score[r[0]]) for r in kept[:limit]]
+            fetch *= _RANK_FIRST_GROWTH
+        rows = self._read(  # the scope holds few of the matches: the exact join over all of them
+            f"SELECT {_COLS}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
+            f" WHERE memories_fts MATCH ? AND {_SCOPE} AND {_LIVE}{extra}"
+            " ORDER BY bm25(memories_fts), m.seq" + ("" if post else " LIMIT ?"),
+            [fq, *scope.key(), time.time(), *params, *([] if post else [limit])],
+        )
+        if post:
+            rows = [r for r in rows if metadata_matches(json.loads(r[3]), filters)][:limit]
+        return rows
+
     def _keyword(
         self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[int, float, Memory]]:
+        """``(seq, keyword evidence, memory)`` of the best keyword matches, best first."""
         fq = fts_query(query)
         if fq is None:
             return []
-        extra, params = _tag_clause(filters or {})
         try:
-            rows = self._read(
-                f"SELECT {_COLS}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
-                f" WHERE memories_fts MATCH ? AND {_SCOPE} AND {_LIVE}{extra}"
-                " ORDER BY bm25(memories_fts) LIMIT ?",
-                [fq, *scope.key(), time.time(), *params, limit],
-            )
+            rows = self._keyword_rows(fq, scope, limit, filters or {})
         except StoreError as exc:  # FTS5 syntax errors cannot happen with quoted terms; say so if they do
             raise StoreError(f"keyword search failed for {query!r}") from exc
-        if filters and _needs_python_check(filters):
-            rows = [r for r in rows if metadata_matches(json.loads(r[3]), filters)]
-        scores = keyword_scores([r[-1] for r in rows])
-        return [(r[0], s, _memory(r)) for r, s in zip(rows, scores, strict=True)]
+        if not rows:
+            return []
+        mass = sum(self._idf(query).values())
+        return [(r[0], keyword_evidence(-r[-1], mass), _memory(r)) for r in rows]
 
-    def search(self, query: str, scope: Scope, limit: int = 10) -> list[Hit]:
-        """Keyword search: a memory matches if any query word does (FTS5, porter stemming), bm25-ranked."""
-        q, sc, lim = check_query(query), check_scope(scope), check_limit(limit)
-        return [Hit(mem, s) for _, s, mem in self._keyword(q, sc, lim)]
+    def _evidence_for(self, query: str, seqs: Sequence[int]) -> dict[int, float]:
+        """Keyword evidence of given rows (0 for rows that match no query word)."""
+        fq = fts_query(query)
+        if fq is None or not seqs:
+            return {}
+        mass = sum(self._idf(query).values())
+        out: dict[int, float] = {}
+        for start in range(0, len(seqs), 500):
+            part = list(seqs[start : start + 500])
+            marks = ",".join("?" * len(part))
+            for seq, b in self._read(
+                f"SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid IN ({marks})",
+                [fq, *part],
+            ):
+                out[seq] = keyword_evidence(-b, mass)
+        return out
+
+    def search(
+        self, query: str, scope: Scope, limit: int = 10, filters: Mapping[str, Any] | None = None
+    ) -> list[Hit]:
+        """Keyword search: a memory matches if any query word does (FTS5, porter stemming), bm25-ranked.
+
+        Scores are :func:`~atomic_agents.memory._scoring.keyword_score` of the match's evidence.
+        """
+        q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
+        cal = calibration_for(self.embedder)
+        return [Hit(mem, keyword_score(e, cal)) for _, e, mem in self._keyword(q, sc, lim, flt)]
 
     def _semantic(
         self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int
@@ -554,29 +652,40 @@ class SQLiteMemoryStore(SQLiteLeases):
     def search_semantic(
         self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
     ) -> list[Hit]:
-        """Nearest memories by cosine (clipped to [0, 1]), restricted by metadata equality ``filters``."""
+        """Nearest memories by cosine, restricted by metadata equality ``filters``.
+
+        Scores are :func:`~atomic_agents.memory._scoring.semantic_score` of the cosine.
+        """
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         _, _, _, found = self._semantic(q, sc, flt, lim)
         mems = self._fetch([k for k, _ in found])
-        return [Hit(mems[k], semantic_score(s)) for k, s in found if k in mems]
+        cal = calibration_for(self.embedder)
+        return [Hit(mems[k], semantic_score(s, cal)) for k, s in found if k in mems]
 
-    def recall(self, query: str, scope: Scope, limit: int = 5) -> list[Hit]:
-        """Semantic recall (eden's ``recall``): ``search_semantic`` without filters."""
-        return self.search_semantic(query, scope, None, limit)
+    def recall(
+        self, query: str, scope: Scope, limit: int = 5, filters: Mapping[str, Any] | None = None
+    ) -> list[Hit]:
+        """Semantic recall (eden's ``recall``): ``search_semantic``."""
+        return self.search_semantic(query, scope, filters, limit)
 
     def search_hybrid(
         self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
     ) -> list[Hit]:
-        """Semantic and keyword candidates fused by :func:`~atomic_agents.memory._scoring.fuse`."""
+        """Both rankers' top candidates, each scored on both signals, fused by the shared calibration.
+
+        See :func:`~atomic_agents.memory._scoring.fuse_pool`: a pool of the nearest
+        memories and of the best keyword matches (``max(4 * limit, POOL)`` each), every
+        candidate given its cosine and its keyword evidence, ranked by the hybrid score.
+        """
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
-        pool = max(lim * 4, 50)
+        pool = max(lim * 4, HYBRID_POOL)
         qv, index, only, found = self._semantic(q, sc, flt, pool)
-        sem = {k: semantic_score(s) for k, s in found}
-        kw = {k: s for k, s, _ in self._keyword(q, sc, pool, flt)}
-        missing = [k for k in kw if k not in sem]
-        sem.update({k: semantic_score(s) for k, s in index.scores_for(qv, missing).items()})
-        fused = sorted(((fuse(sem.get(k, 0.0), kw.get(k, 0.0)), k) for k in set(sem) | set(kw)), reverse=True)
-        top = [(s, k) for s, k in fused if s > 0.0][:lim]  # no signal at all is not a hit
+        cos = dict(found)
+        kw = {k: e for k, e, _ in self._keyword(q, sc, pool, flt)}
+        cos.update(index.scores_for(qv, [k for k in kw if k not in cos]))
+        kw.update(self._evidence_for(q, [k for k in cos if k not in kw]))
+        cal = calibration_for(self.embedder)
+        top = [(s, k) for s, k in fuse_pool(cos, kw, cal) if s > 0.0][:lim]
         mems = self._fetch([k for _, k in top])
         return [Hit(mems[k], s) for s, k in top if k in mems]
 

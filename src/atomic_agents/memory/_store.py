@@ -92,9 +92,15 @@ class MemoryStore(Protocol):
         hard: bool = False,
     ) -> PruneReport: ...
 
-    def recall(self, query: str, scope: Scope, limit: int = 5) -> list[Hit]: ...
+    # Scores: one calibrated scale in [0, 1] for all four (``_scoring``); 0.45 means "relevant".
+    # ``filters``: exact equality on top-level metadata keys, as in ``list_memories``.
+    def recall(
+        self, query: str, scope: Scope, limit: int = 5, filters: Mapping[str, Any] | None = None
+    ) -> list[Hit]: ...
 
-    def search(self, query: str, scope: Scope, limit: int = 10) -> list[Hit]: ...
+    def search(
+        self, query: str, scope: Scope, limit: int = 10, filters: Mapping[str, Any] | None = None
+    ) -> list[Hit]: ...
 
     def search_semantic(
         self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5

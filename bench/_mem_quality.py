@@ -1,0 +1,360 @@
+"""Retrieval quality on the labelled set (bench/data/recall_eval) and keyword rank-first latency.
+
+    .venv/bin/python bench/bench_memory.py --section quality                 # test split, the shipped constants
+    .venv/bin/python bench/bench_memory.py --section quality --split dev --fit   # fit constants on dev, print them
+    .venv/bin/python bench/bench_memory.py --section quality --latency 100000    # + keyword rank-first at 100k
+
+Builds a temporary SQLite store of the whole corpus with the real default embedder,
+then for every query of the split reports recall@5, recall@10 and MRR (answerable
+queries) for keyword (``search``), semantic (``recall``), hybrid (``search_hybrid``)
+and two baselines over the same pools: the previous fusion (max of cosine and
+"best keyword hit = 1" + a bonus) and a plain convex blend of max-normalised bm25
+and min-max-normalised cosine (weight tuned on dev). The floor columns: share of
+queries whose top-1 is right that keep a top-1 score >= 0.45, and share of
+irrelevant queries whose top-1 scores >= 0.45 (targets >= 90% and <= 10%).
+
+``--fit`` (dev split only) fits the calibration of ``memory/_scoring.py``: a pairwise
+logistic ranker over the dev pools (relevant above not) gives the hybrid weights, then
+each ranker's score is a logistic map of its signal fitted on top-1 hits: the
+probability that the top-1 hit is right (an irrelevant query's top-1 never is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from atomic_agents.memory import (
+    HashingEmbedder,
+    Scope,
+    SQLiteMemoryStore,
+    default_embedder,
+)
+from atomic_agents.memory import _scoring as scoring
+
+FLOOR = 0.45
+SCOPE = Scope("eval", "bench")
+POOL = scoring.HYBRID_POOL
+#: The convex-blend baseline's weight, as tuned on the dev split (``--split dev`` re-tunes it).
+BLEND_ALPHA = 0.90
+
+
+def _load(split: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    from _recall_eval_data import load  # bench/_recall_eval_data.py
+
+    return load(split)
+
+
+# -- candidate pools with every signal ------------------------------------------------------
+
+
+def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL) -> dict[int, dict[str, float]]:
+    """``seq -> {cos, ev, rel, bm25, sem_rank, kw_rank}`` for the candidates ``search_hybrid`` looks at."""
+    _, index, _, found = store._semantic(query, SCOPE, {}, depth)
+    fq = scoring.fts_query(query)
+    kw_rows = store._keyword_rows(fq, SCOPE, depth, {}) if fq else []
+    mass = sum(store._idf(query).values())
+    cands: dict[int, dict[str, float]] = defaultdict(dict)
+    for i, (k, c) in enumerate(found):
+        cands[k].update(cos=c, sem_rank=i)
+    for i, r in enumerate(kw_rows):
+        cands[r[0]].update(bm25=-r[-1], kw_rank=i)
+    qv = np.asarray(store.embedder.embed_batch([query])[0], dtype=np.float32)
+    for k, c in index.scores_for(qv, [k for k in cands if "cos" not in cands[k]]).items():
+        cands[k]["cos"] = c
+    if fq:
+        for k, b in store._read(
+            "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid IN (%s)"
+            % ",".join("?" * len(cands)), [fq, *cands],
+        ):  # fmt: skip
+            cands[k]["bm25"] = -b
+    for d in cands.values():
+        d.setdefault("cos", 0.0)
+        d.setdefault("bm25", 0.0)
+        d["ev"] = scoring.keyword_evidence(d["bm25"], mass)
+    best = max((d["ev"] for d in cands.values()), default=0.0)
+    for d in cands.values():
+        d["rel"] = d["ev"] / best if best > 0 else 0.0
+    return dict(cands)
+
+
+# -- rankers over a pool (for baselines and for scoring with candidate constants) ------------
+
+
+def rank_hybrid(p: dict[int, dict[str, float]], cal: scoring.Calibration) -> list[tuple[float, int]]:
+    return scoring.fuse_pool({k: d["cos"] for k, d in p.items()}, {k: d["ev"] for k, d in p.items()}, cal)
+
+
+def rank_semantic(p: dict[int, dict[str, float]], cal: scoring.Calibration) -> list[tuple[float, int]]:
+    return sorted(((scoring.semantic_score(d["cos"], cal), k) for k, d in p.items() if "sem_rank" in d), reverse=True)
+
+
+def rank_keyword(p: dict[int, dict[str, float]], cal: scoring.Calibration) -> list[tuple[float, int]]:
+    got = [(d["kw_rank"], k) for k, d in p.items() if "kw_rank" in d]
+    return [(scoring.keyword_score(p[k]["ev"], cal), k) for _, k in sorted(got)]
+
+
+def rank_previous(p: dict[int, dict[str, float]], _: scoring.Calibration) -> list[tuple[float, int]]:
+    """The fusion before issue 8: max(sem, kw) + bonus, kw = 0.5 + 0.5 * bm25 / best bm25."""
+    best = max((d["bm25"] for d in p.values() if "kw_rank" in d), default=0.0)
+    out = []
+    for k, d in p.items():
+        kw = 0.5 + 0.5 * d["bm25"] / best if "kw_rank" in d and best > 0 else 0.0
+        sem = max(d["cos"], 0.0)
+        hi, lo = max(sem, kw), min(sem, kw)
+        out.append((min(1.0, hi + 0.2 * lo * (1.0 - hi)), k))
+    return sorted(out, reverse=True)
+
+
+def make_blend(alpha: float) -> Callable[[dict[int, dict[str, float]], scoring.Calibration], list[tuple[float, int]]]:
+    """Plain convex blend: alpha * min-max cosine + (1 - alpha) * max-normalised bm25 (the issue's baseline)."""
+
+    def rank(p: dict[int, dict[str, float]], _: scoring.Calibration) -> list[tuple[float, int]]:
+        cs = [d["cos"] for d in p.values()]
+        lo, hi = min(cs, default=0.0), max(cs, default=0.0)
+        best = max((d["bm25"] for d in p.values()), default=0.0)
+        out = []
+        for k, d in p.items():
+            c = (d["cos"] - lo) / (hi - lo) if hi > lo else 0.0
+            b = d["bm25"] / best if best > 0 else 0.0
+            out.append((alpha * c + (1 - alpha) * b, k))
+        return sorted(out, reverse=True)
+
+    return rank
+
+
+# -- metrics -------------------------------------------------------------------------------
+
+
+def metrics(ranked: Sequence[Sequence[tuple[float, int]]], wants: Sequence[set[int]], kinds: Sequence[str]) -> dict[str, Any]:
+    r5, r10, rr, kept, right, admitted, irr = [], [], [], 0, 0, 0, 0
+    per_kind: dict[str, list[float]] = defaultdict(list)
+    for hits, want, kind in zip(ranked, wants, kinds, strict=True):
+        ids = [k for _, k in hits]
+        if not want:
+            irr += 1
+            admitted += bool(hits) and hits[0][0] >= FLOOR
+            continue
+        r5.append(len(want & set(ids[:5])) / len(want))
+        r10.append(len(want & set(ids[:10])) / len(want))
+        per_kind[kind].append(r5[-1])
+        rr.append(next((1.0 / (i + 1) for i, k in enumerate(ids) if k in want), 0.0))
+        if ids and ids[0] in want:
+            right += 1
+            kept += hits[0][0] >= FLOOR
+    mean = statistics.fmean
+    return {
+        "r5": mean(r5) if r5 else 0.0, "r10": mean(r10) if r10 else 0.0, "mrr": mean(rr) if rr else 0.0,
+        "kept": kept / right if right else 0.0, "admitted": admitted / irr if irr else 0.0, "n": len(r5), "irr": irr,
+        "kinds": {k: mean(v) for k, v in sorted(per_kind.items())},
+    }  # fmt: skip
+
+
+# -- fitting (dev only) ---------------------------------------------------------------------
+
+
+def _logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2, iters: int = 50) -> np.ndarray:
+    """Weights (last one the intercept) of an L2-regularised logistic regression, by Newton steps."""
+    X = np.hstack([x, np.ones((len(x), 1))])
+    w = np.zeros(X.shape[1])
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-(X @ w)))
+        g = X.T @ (p - y) + l2 * np.r_[w[:-1], 0.0]
+        h = (X * (p * (1 - p))[:, None]).T @ X + l2 * np.eye(len(w))
+        step = np.linalg.solve(h, g)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return w
+
+
+def _top1_map(z: np.ndarray, right: np.ndarray) -> tuple[float, float]:
+    """(a, b) of sigma(a * z + b) = P(the top-1 hit is right), fitted on top-1 hits (irrelevant queries: never right)."""
+    w = _logistic(z[:, None], right.astype(float))
+    return float(w[0]), float(w[1])
+
+
+def _pairs(pools: list[dict[int, dict[str, float]]], wants: list[set[int]], feats: Callable[[dict[str, float]], list[float]]) -> np.ndarray:
+    """Feature differences (relevant minus not) within each query: what a ranking must order."""
+    out = []
+    for p, want in zip(pools, wants, strict=True):
+        pos = [feats(d) for k, d in p.items() if k in want]
+        neg = sorted((feats(d) for k, d in p.items() if k not in want), key=lambda x: -x[0])[:30]
+        out += [np.subtract(a, b) for a in pos for b in neg]
+    return np.asarray(out)
+
+
+def _pairwise(x: np.ndarray, l2: float = 1e-2) -> np.ndarray:
+    """Weights of a pairwise logistic ranker (no intercept): P(a above b) = sigma(w . (x_a - x_b))."""
+    w = np.zeros(x.shape[1])
+    for _ in range(60):
+        p = 1.0 / (1.0 + np.exp(-(x @ w)))
+        step = np.linalg.solve((x * (p * (1 - p))[:, None]).T @ x + l2 * np.eye(len(w)), x.T @ (p - 1.0) + l2 * w)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return w
+
+
+def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]]) -> scoring.Calibration:
+    """Hybrid direction from a pairwise ranker over dev pools; each ranker's map from its dev top-1 hits."""
+    feats = lambda d: [d["cos"], d["ev"], d["rel"]]
+    w = _pairwise(_pairs(pools, wants, feats))
+    print(f"pairwise ranker (cos, ev, rel): {np.round(w, 3).tolist()}")
+    cal0 = replace(scoring.DEFAULT, hy_c=float(w[0]), hy_e=float(w[1]), hy_k=float(w[2]), hy_b=0.0)
+
+    def top1(rank: Callable[..., list[tuple[float, int]]], signal: Callable[[dict[str, float]], float]) -> tuple[float, float]:
+        z, right = [], []
+        for p, want in zip(pools, wants, strict=True):
+            hits = rank(p, cal0)
+            if hits:
+                z.append(signal(p[hits[0][1]]))
+                right.append(hits[0][1] in want)
+        return _top1_map(np.asarray(z), np.asarray(right))
+
+    ha, hb = top1(rank_hybrid, lambda d: float(np.dot(w, feats(d))))
+    sa, sb = top1(rank_semantic, lambda d: d["cos"])
+    ka, kb = top1(rank_keyword, lambda d: d["ev"])
+    return scoring.Calibration(
+        sem_a=sa, sem_b=sb, kw_a=ka, kw_b=kb, hy_c=ha * cal0.hy_c, hy_e=ha * cal0.hy_e, hy_k=ha * cal0.hy_k, hy_b=hb
+    )
+
+
+# -- keyword rank-first latency -------------------------------------------------------------
+
+
+def latency(n: int, reps: int, tmp: Path) -> list[tuple[str, str, str, str]]:
+    """Keyword search p50 at ``n`` rows (3 scopes) vs raw FTS5 top-10 and the previous full join.
+
+    Synthetic rows (18 Zipf-distributed words, 384-d fake vectors), written through the store.
+    """
+    rnd = random.Random(8)
+    vocab = [f"w{i}" for i in range(3000)]
+    weights = [1.0 / (i + 1) for i in range(len(vocab))]
+    # 384-d vectors, as the default model's: rows as wide as real ones, so a join pays real page reads
+    store = SQLiteMemoryStore(tmp / f"lat{n}.db", embedder=HashingEmbedder(dimension=384), durable=False)
+    scopes = [Scope("lat", f"u{i}") for i in range(3)]
+    for start in range(0, n, 5000):
+        for sc in scopes:
+            texts = [" ".join(rnd.choices(vocab, weights, k=18)) for _ in range(min(5000, n - start) // 3)]
+            store.remember_many([(t, None) for t in texts], sc)
+    queries = [" ".join(rnd.choices(vocab[5:60], k=2) + rnd.choices(vocab[200:2000], k=2)) for _ in range(50)]
+    conn = store._conn
+    cols = "m.seq, m.id, m.content, m.metadata, m.agent_id, m.user_id, m.org_id, m.workspace_id, m.created_at, m.updated_at, m.expires_at, m.deleted_at"
+
+    def raw(q: str) -> None:
+        conn.execute("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? ORDER BY bm25(memories_fts) LIMIT 10",
+                     [scoring.fts_query(q)]).fetchall()  # fmt: skip
+
+    def full_join(q: str) -> None:
+        conn.execute(
+            f"SELECT {cols}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
+            " WHERE memories_fts MATCH ? AND m.agent_id = ? AND m.user_id = ? AND m.org_id = ? AND m.workspace_id = ?"
+            " AND m.deleted_at = 0 AND (m.expires_at IS NULL OR m.expires_at > ?) ORDER BY bm25(memories_fts) LIMIT 10",
+            [scoring.fts_query(q), *scopes[1].key(), time.time()],
+        ).fetchall()
+
+    def ours(q: str) -> None:
+        store.search(q, scopes[1], 10)
+
+    times: dict[str, list[float]] = {"raw": [], "join": [], "ours": []}
+    fns = {"raw": raw, "join": full_join, "ours": ours}
+    for q in queries[:3]:
+        for f in fns.values():
+            f(q)
+    for i in range(reps):
+        q = queries[i % len(queries)]
+        for name, f in fns.items():  # interleaved
+            t0 = time.perf_counter()
+            f(q)
+            times[name].append((time.perf_counter() - t0) * 1000)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    n_match = conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", [scoring.fts_query(queries[0])]).fetchone()[0]
+    store.close()
+    return [
+        (f"keyword search p50 at {n:,} (ms; ~{n_match:,} matches/query)", f"{med['ours']:.1f}",
+         f"{med['raw']:.1f} raw FTS5 top-10 ({med['ours'] / med['raw']:.2f}x); {med['join']:.1f} previous full join", "<= 1.5x raw"),
+    ]  # fmt: skip
+
+
+# -- the run --------------------------------------------------------------------------------
+
+
+def run(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="bench_memory.py --section quality")
+    ap.add_argument("--split", default="test", choices=["dev", "test", "all"])
+    ap.add_argument("--fit", action="store_true", help="fit the calibration on the dev split and print it")
+    ap.add_argument("--latency", type=int, default=0, help="also time keyword rank-first at this many rows")
+    ap.add_argument("--reps", type=int, default=100)
+    args = ap.parse_args(list(argv) if argv is not None else None)
+    if args.fit and args.split != "dev":
+        ap.error("--fit uses the dev split only: add --split dev")
+    corpus, queries = _load(None if args.split == "all" else args.split)
+    with tempfile.TemporaryDirectory() as tmp:
+        emb = default_embedder()
+        store = SQLiteMemoryStore(Path(tmp) / "eval.db", embedder=emb, durable=False)
+        t0 = time.perf_counter()
+        ids = store.remember_many([(c["content"], c["metadata"]) for c in corpus], SCOPE)
+        seq_of = dict(store._read("SELECT id, seq FROM memories"))
+        by_cid = {c["id"]: seq_of[mid] for c, mid in zip(corpus, ids, strict=True)}
+        print(f"\n## retrieval quality: {len(corpus)} memories, {len(queries)} {args.split} queries, {emb.model_id} "
+              f"(ingest {time.perf_counter() - t0:.0f} s)\n")  # fmt: skip
+        wants = [{by_cid[r] for r in q["relevant"]} for q in queries]
+        kinds = [q["kind"] for q in queries]
+        pools = [pool_of(store, q["query"]) for q in queries]
+        cal = scoring.calibration_for(emb)
+        if args.fit:
+            cal = fit(pools, wants)
+            print(f"fitted: {cal}\n")
+        # the blend baseline's weight: tuned on dev
+        dev_alpha = BLEND_ALPHA
+        if args.split == "dev" or args.fit:
+            dev_alpha = max((a / 20 for a in range(21)), key=lambda a: metrics([make_blend(a)(p, cal) for p in pools], wants, kinds)["r5"])
+        rankers = {
+            "keyword (search)": rank_keyword,
+            "semantic (recall)": rank_semantic,
+            "hybrid (search_hybrid)": rank_hybrid,
+            "previous hybrid (max + bonus)": rank_previous,
+            f"convex blend, alpha={dev_alpha:.2f} (baseline)": make_blend(dev_alpha),
+        }
+        results = {name: metrics([f(p, cal) for p in pools], wants, kinds) for name, f in rankers.items()}
+        if not args.fit:  # the pools mirror the store: check the public calls agree with them
+            for q, p in list(zip(queries, pools, strict=True))[:20]:
+                api = [store._read("SELECT seq FROM memories WHERE id = ?", [h.id])[0][0] for h in store.search_hybrid(q["query"], SCOPE, limit=10)]
+                mine = [k for _, k in rank_hybrid(p, cal)[:10]]
+                assert api == mine, (q["query"], api, mine)
+        print("| ranker | recall@5 | recall@10 | MRR | top-1 right kept at 0.45 | irrelevant admitted at 0.45 |")
+        print("|---|---|---|---|---|---|")
+        for name, m in results.items():
+            print(f"| {name} | {m['r5']:.3f} | {m['r10']:.3f} | {m['mrr']:.3f} | {m['kept']:.1%} | {m['admitted']:.1%} |")
+        best_single = max(results["keyword (search)"]["r5"], results["semantic (recall)"]["r5"])
+        gain = results["hybrid (search_hybrid)"]["r5"] - best_single
+        print(f"\nhybrid recall@5 minus the best single ranker: {gain * 100:+.1f} points (target >= +5); "
+              f"{results['hybrid (search_hybrid)']['n']} answerable, {results['hybrid (search_hybrid)']['irr']} irrelevant queries\n")  # fmt: skip
+        kind_names = sorted({k for m in results.values() for k in m["kinds"]})
+        print("| recall@5 by kind | " + " | ".join(f"{k} ({kinds.count(k)})" for k in kind_names) + " |")
+        print("|---|" + "---|" * len(kind_names))
+        for name, m in results.items():
+            print(f"| {name} | " + " | ".join(f"{m['kinds'].get(k, 0.0):.3f}" for k in kind_names) + " |")
+        store.close()
+        if args.latency:
+            print("\n| metric | atomic-agents | baseline (same run) | target |\n|---|---|---|---|")
+            for row in latency(args.latency, args.reps, Path(tmp)):
+                print("| " + " | ".join(row) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    run()

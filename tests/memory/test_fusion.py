@@ -1,0 +1,116 @@
+"""Hybrid fusion and rank-first keyword search through the real store."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from atomic_agents.memory import (
+    RELEVANCE_FLOOR,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    Scope,
+    SQLiteMemoryStore,
+)
+from atomic_agents.memory._scoring import fts_query
+from atomic_agents.memory._sqlite import _COLS, _LIVE, _SCOPE
+
+SCOPE = Scope("fusion", "test")
+
+
+@pytest.fixture(scope="module")
+def minilm_store(tmp_path_factory: pytest.TempPathFactory) -> SQLiteMemoryStore:
+    store = SQLiteMemoryStore(tmp_path_factory.mktemp("fusion") / "m.db", embedder=MiniLMEmbedder(), durable=False)
+    store.remember_many([
+        ("Bob is allergic to peanuts, so the team lunch order must avoid them.", None),
+        ("The team lunch is on Friday at the Italian place near the office.", None),
+        ("Our API rate limit is 100 requests per minute per token.", None),
+        ("The nightly backup job for the Postgres cluster now runs at 02:00 UTC.", None),
+        ("Maya adopted a grey cat called Pebble from the shelter last Saturday.", None),
+    ], SCOPE)  # fmt: skip
+    return store
+
+
+def test_a_paraphrase_keyword_search_misses_is_found_by_hybrid(minilm_store: SQLiteMemoryStore) -> None:
+    query = "which snack makes him sick?"
+    assert minilm_store.search(query, SCOPE) == []  # no shared word at all
+    hits = minilm_store.search_hybrid(query, SCOPE, limit=3)
+    assert "peanuts" in hits[0].memory.content
+
+
+def test_a_keyword_only_weak_match_scores_below_the_floor(minilm_store: SQLiteMemoryStore) -> None:
+    # "team" is in two memories; the question is about something none of them holds.
+    query = "how many people joined the team offsite in Lisbon?"
+    for hits in (minilm_store.search(query, SCOPE), minilm_store.search_hybrid(query, SCOPE)):
+        assert hits and all(h.score < RELEVANCE_FLOOR for h in hits)
+
+
+def test_a_strong_match_scores_above_the_floor_whichever_ranker(minilm_store: SQLiteMemoryStore) -> None:
+    query = "when does the Postgres backup job run?"
+    for hits in (minilm_store.search(query, SCOPE), minilm_store.recall(query, SCOPE), minilm_store.search_hybrid(query, SCOPE)):
+        assert "backup" in hits[0].memory.content and hits[0].score >= RELEVANCE_FLOOR
+        assert all(0.0 <= h.score <= 1.0 for h in hits)
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def _full_join(store: SQLiteMemoryStore, query: str, scope: Scope, limit: int) -> list[str]:
+    """The keyword query before rank-first: join every match, scope-check, then rank."""
+    rows = store._read(
+        f"SELECT {_COLS}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
+        f" WHERE memories_fts MATCH ? AND {_SCOPE} AND {_LIVE} ORDER BY bm25(memories_fts), m.seq LIMIT ?",
+        [fts_query(query), *scope.key(), time.time(), limit],
+    )
+    return [r[1] for r in rows]
+
+
+@pytest.fixture(scope="module")
+def scoped_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[SQLiteMemoryStore, list[Scope]]:
+    rnd = random.Random(3)
+    store = SQLiteMemoryStore(tmp_path_factory.mktemp("rankfirst") / "m.db", embedder=HashingEmbedder(16), durable=False)
+    scopes = [Scope("a", "big"), Scope("a", "small"), Scope("b", "tiny")]
+    words = [f"w{i}" for i in range(40)]
+    for sc, n in zip(scopes, (900, 60, 3), strict=True):
+        ids = store.remember_many([(" ".join(rnd.choices(words, k=rnd.randint(1, 12))), None) for _ in range(n)], sc)
+        for mid in ids[: n // 10]:  # some forgotten rows stay in the FTS index
+            store.forget(mid)
+    return store, scopes
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 45), min_size=1, max_size=4), st.integers(0, 2), st.integers(1, 60))
+def test_rank_first_keyword_search_equals_the_full_join(
+    scoped_store: tuple[SQLiteMemoryStore, list[Scope]], words: list[int], which: int, limit: int
+) -> None:
+    store, scopes = scoped_store
+    query = " ".join(f"w{i}" for i in words)
+    got = [h.id for h in store.search(query, scopes[which], limit)]
+    assert got == _full_join(store, query, scopes[which], limit)
+
+
+def test_rank_first_falls_back_to_the_exact_join_when_the_scope_holds_few_matches(
+    scoped_store: tuple[SQLiteMemoryStore, list[Scope]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import atomic_agents.memory._sqlite as sqlite_mod
+
+    store, scopes = scoped_store
+    monkeypatch.setattr(sqlite_mod, "_RANK_FIRST_ROUNDS", 1)  # one small over-fetch, then the join
+    calls: list[str] = []
+    real_read = store._read
+
+    def spy(sql: str, params: Any = ()) -> Any:
+        calls.append(sql)
+        return real_read(sql, params)
+
+    monkeypatch.setattr(store, "_read", spy)
+    rnd = random.Random(5)
+    for _ in range(20):
+        query = " ".join(f"w{rnd.randint(0, 45)}" for _ in range(3))
+        for sc in scopes:
+            limit = rnd.randint(1, 30)
+            assert [h.id for h in store.search(query, sc, limit)] == _full_join(store, query, sc, limit)
+    assert any("JOIN memories m ON" in c for c in calls)  # the fallback ran
