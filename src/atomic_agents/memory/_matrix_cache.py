@@ -1,11 +1,23 @@
-"""A sidecar snapshot of the vector matrix, so a fresh process does not re-read every blob.
+"""Sidecar snapshots of the vector matrix (and the ANN graph), so a fresh process starts fast.
 
-``<db>-vectors.npz`` holds the live rows' vectors and what they were valid for
-(model, ``store_meta.epoch``, the highest ``rev``). Loading it and then pulling rows
-with a higher ``rev`` gives exactly what a full load from SQLite gives: every
-change bumps ``rev``, and the changes ``rev`` cannot express (hard deletes,
-reindexing) bump ``epoch``, which invalidates the snapshot. Any problem reading it
-just means a full load; the SQLite file stays the only source of truth.
+Beside ``<db>`` live:
+
+* ``<db>-vectors.npy``: the live rows' float32 vectors, sorted by key; opened with
+  ``np.load(mmap_mode="r")``, so opening costs milliseconds whatever its size and
+  only the pages a search touches are read;
+* ``<db>-vectors.meta.npz``: keys, scope codes, expiry, and a header saying what the
+  snapshot is valid for (model, ``store_meta.epoch``, the highest ``rev``) and which
+  ``.npy`` / ``.usearch`` files (inode, size, mtime) belong to it;
+* ``<db>-ann.usearch``: the HNSW graph over exactly those rows (when the store is
+  past the ANN threshold), memory-mapped too.
+
+Loading a snapshot and then pulling rows with a higher ``rev`` gives exactly what a
+full load from SQLite gives: every change bumps ``rev``, and the changes ``rev``
+cannot express (hard deletes, reindexing) bump ``epoch``, which invalidates it. Each
+file is written to a temporary name and renamed; the header names the files by
+inode, so a reader that sees a mix of old and new files sees a mismatch and falls
+back. Any problem reading them just means a full load (and a rebuilt graph); the
+SQLite file stays the only source of truth. An old ``<db>-vectors.npz`` is removed.
 """
 
 from __future__ import annotations
@@ -14,56 +26,117 @@ import contextlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from ._ann import AnnIndex
 from ._vectors import VectorIndex
 
-__all__ = ["MIN_ROWS", "load_snapshot", "save_snapshot", "snapshot_path"]
+__all__ = ["MIN_ROWS", "ann_path", "load_snapshot", "meta_path", "save_snapshot", "snapshot_path"]
 
 #: Below this many rows a full load from SQLite is already fast; no sidecar is written.
 MIN_ROWS = 5_000
 
 
 def snapshot_path(db: Path) -> Path:
+    return db.with_name(db.name + "-vectors.npy")
+
+
+def meta_path(db: Path) -> Path:
+    return db.with_name(db.name + "-vectors.meta.npz")
+
+
+def ann_path(db: Path) -> Path:
+    return db.with_name(db.name + "-ann.usearch")
+
+
+def _legacy_path(db: Path) -> Path:
     return db.with_name(db.name + "-vectors.npz")
 
 
+def _stamp(path: Path) -> list[int]:
+    st = os.stat(path)
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
 def save_snapshot(db: Path, index: VectorIndex, *, model: str, epoch: str, rev: int) -> None:
+    """Write the snapshot (and the graph, if the index has one) atomically, file by file."""
     arrays = index.to_arrays()
-    header = json.dumps({"model": model, "epoch": epoch, "rev": rev, "dimension": index.dimension})
-    target = snapshot_path(db)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tag = f"{os.getpid()}.tmp"
+    npy, meta, ann = snapshot_path(db), meta_path(db), ann_path(db)
+    tmps = [p.with_name(f".{p.name}.{tag}") for p in (npy, meta, ann)]
     try:
-        with open(tmp, "wb") as fh:
+        with open(tmps[0], "wb") as fh:
+            np.save(fh, np.ascontiguousarray(arrays["vecs"], dtype=np.float32), allow_pickle=False)
+        header: dict[str, Any] = {
+            "model": model, "epoch": epoch, "rev": rev, "dimension": index.dimension,
+            "vectors": _stamp(tmps[0]), "ann": None,
+        }  # fmt: skip
+        if index.save_ann(tmps[2]):
+            header["ann"] = _stamp(tmps[2]) + [len(arrays["keys"])]
+        with open(tmps[1], "wb") as fh:
             np.savez(
                 fh,
-                header=np.array(header),
+                header=np.array(json.dumps(header)),
                 keys=arrays["keys"],
-                vecs=arrays["vecs"],
                 scope=arrays["scope"],
                 expires=arrays["expires"],
                 scopes=np.array(arrays["scopes"].tolist(), dtype=str),
             )
-        os.replace(tmp, target)  # readers see the old snapshot or the new one, never half
+        os.replace(tmps[0], npy)
+        if header["ann"] is not None:
+            os.replace(tmps[2], ann)
+        os.replace(tmps[1], meta)  # the header last: until then readers see a mismatch, never a mix
+        with contextlib.suppress(OSError):
+            _legacy_path(db).unlink()
     except OSError:
         pass  # a cache that cannot be written is only a slower next start
     finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        for tmp in tmps:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
 
 
-def load_snapshot(db: Path, *, model: str, epoch: str) -> tuple[VectorIndex, int] | None:
-    """``(index, rev)`` if a snapshot for this model and epoch exists and reads cleanly."""
-    path = snapshot_path(db)
-    if not path.exists():
+def load_snapshot(
+    db: Path, *, model: str, epoch: str, with_ann: bool = True
+) -> tuple[VectorIndex, int] | None:
+    """``(index, rev)`` if a snapshot for this model and epoch exists and reads cleanly.
+
+    The index's base block is a read-only memory map of the ``.npy``. The graph is
+    attached when its file is the one the header names and it passes a self-check;
+    otherwise the index comes back without one (the caller rebuilds it).
+    """
+    npy, meta = snapshot_path(db), meta_path(db)
+    if not meta.exists() or not npy.exists():
         return None
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with np.load(meta, allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
             if header["model"] != model or header["epoch"] != epoch:
                 return None
-            arrays = {k: data[k] for k in ("keys", "vecs", "scope", "expires", "scopes")}
-        return VectorIndex.from_arrays(int(header["dimension"]), arrays), int(header["rev"])
-    except (OSError, ValueError, KeyError, TypeError):
+            arrays: dict[str, Any] = {k: data[k] for k in ("keys", "scope", "expires", "scopes")}
+        if _stamp(npy) != header["vectors"]:
+            return None  # another process is between renames, or the file was replaced
+        arrays["vecs"] = np.load(npy, mmap_mode="r", allow_pickle=False)
+        if _stamp(npy) != header["vectors"]:
+            return None
+        index = VectorIndex.from_arrays(int(header["dimension"]), arrays)
+        if with_ann and header.get("ann"):
+            _attach(db, index, header["ann"], arrays)
+        return index, int(header["rev"])
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
+
+
+def _attach(db: Path, index: VectorIndex, stamp: list[int], arrays: dict[str, Any]) -> None:
+    path = ann_path(db)
+    try:
+        if _stamp(path) != stamp[:3]:
+            return
+    except OSError:
+        return
+    ann = AnnIndex.open(path, index.dimension, int(stamp[3]))
+    if ann is None or _stamp(path) != stamp[:3] or not ann.self_check(arrays["keys"], arrays["vecs"]):
+        return
+    index.attach_ann(ann)

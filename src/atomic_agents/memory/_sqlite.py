@@ -30,6 +30,7 @@ from ._base import check_prune_target, check_scope, check_scope_filter, embed_te
 from ._embed import Embedder, content_hash
 from ._leases import Fence, check_fence
 from ._sqlite_leases import SQLiteLeases, lease_row
+from ._ann import ann_threshold as _ann_threshold
 from ._matrix_cache import MIN_ROWS, load_snapshot, save_snapshot
 from ._models import (
     Health,
@@ -163,8 +164,18 @@ class SQLiteMemoryStore(SQLiteLeases):
     persistent = True
     backend = "sqlite"
 
-    def __init__(self, path: str | os.PathLike[str], *, embedder: Embedder, durable: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        embedder: Embedder,
+        durable: bool = True,
+        ann_threshold: int | None = None,
+    ) -> None:
         self.path = Path(path)
+        #: live vectors from which the ANN tier is used (``None``: never); default
+        #: :data:`~atomic_agents.memory._ann.ANN_THRESHOLD` or ``ATOMIC_AGENTS_ANN_THRESHOLD``
+        self.ann_threshold = _ann_threshold(ann_threshold)
         self.embedder = embedder
         self._lock = threading.RLock()
         self._conn = connect(self.path, durable=durable)
@@ -252,11 +263,21 @@ class SQLiteMemoryStore(SQLiteLeases):
             else:
                 self._pull()
             assert self._index is not None
+            self._maybe_build_ann()
             return self._index
+
+    def _maybe_build_ann(self) -> None:
+        """Past the threshold, build the graph once and save it (with the snapshot) beside the file."""
+        ix = self._index
+        if ix is None or ix.ann is not None or self.ann_threshold is None or len(ix) < self.ann_threshold:
+            return
+        ix.build_ann()
+        save_snapshot(self.path, ix, model=self._index_model or "", epoch=self._epoch, rev=self._synced_rev)
+        self._pulled = 0
 
     def _full_load(self, meta: dict[str, str]) -> None:
         model, epoch = meta["embedder"], meta.get("epoch", "0")
-        snap = load_snapshot(self.path, model=model, epoch=epoch)
+        snap = load_snapshot(self.path, model=model, epoch=epoch, with_ann=self.ann_threshold is not None)
         if snap is not None:
             self._index, self._synced_rev = snap
             self._index_model, self._epoch = model, epoch
@@ -264,8 +285,10 @@ class SQLiteMemoryStore(SQLiteLeases):
             self._pull()  # everything committed after the snapshot was taken
             return
         self._load_from_rows(meta)
-        if self._index is not None and len(self._index) >= MIN_ROWS:
-            save_snapshot(self.path, self._index, model=model, epoch=epoch, rev=self._synced_rev)
+        ix = self._index
+        if ix is not None and len(ix) >= MIN_ROWS and not (self.ann_threshold and len(ix) >= self.ann_threshold):
+            save_snapshot(self.path, ix, model=model, epoch=epoch, rev=self._synced_rev)
+        # past the ANN threshold _sync builds the graph and saves both together
 
     def _load_from_rows(self, meta: dict[str, str]) -> None:
         model, dim = meta["embedder"], int(meta["dimension"])
@@ -293,12 +316,21 @@ class SQLiteMemoryStore(SQLiteLeases):
             " FROM memories WHERE rev > ? ORDER BY rev",
             [self._synced_rev],
         )
-        for seq, a, u, o, w, exp, deleted, model, blob, rev in rows:
+        keep = []  # one row per seq (its current state), so removals and upserts commute
+        for row in rows:
+            seq, deleted, model, blob = row[0], row[6], row[7], row[8]
             if deleted or model != self._index_model or blob is None:
                 self._index.remove(seq)
             else:
-                self._index.upsert(seq, np.frombuffer(blob, dtype=np.float32), (a, u, o, w), exp)
-            self._synced_rev = max(self._synced_rev, rev)
+                keep.append(row)
+            self._synced_rev = max(self._synced_rev, row[9])
+        if keep:  # one batch, so the graph takes them in one insert
+            self._index.upsert_many(
+                np.fromiter((r[0] for r in keep), dtype=np.int64, count=len(keep)),
+                np.frombuffer(b"".join(r[8] for r in keep), dtype=np.float32).reshape(len(keep), -1),
+                [(r[1], r[2], r[3], r[4]) for r in keep],
+                [r[5] for r in keep],
+            )
         self._pulled += len(rows)
 
     def _after_write(self) -> None:
@@ -861,6 +893,7 @@ class SQLiteMemoryStore(SQLiteLeases):
             # Refresh the sidecar when this process pulled many rows past it, so the next
             # process starts close to current instead of pulling them all again.
             if ix is not None and self._pulled > max(1_000, len(ix) // 10) and len(ix) >= MIN_ROWS:
+                # (rows since the snapshot are folded into the graph first, so the pair stays exact)
                 save_snapshot(self.path, ix, model=self._index_model or "", epoch=self._epoch, rev=self._synced_rev)
             self._conn.close()
 

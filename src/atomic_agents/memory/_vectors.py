@@ -1,12 +1,20 @@
-"""An in-memory matrix of unit vectors searched by exact brute force.
+"""The vector matrix: exact brute-force search, with an optional ANN tier that only proposes.
 
-Rows are keyed by an integer (the backend's row id). Removal only clears a
-``live`` flag so a search never pays for compaction; :meth:`VectorIndex.upsert`
-reuses the row of a key it already has. The buffer grows by doubling, so
-appending one vector is amortised O(d), not a copy of the whole matrix.
+Rows are keyed by an integer (the backend's row id) and live in two blocks:
 
-Exact search over 100k x 384 float32 is one matrix-vector product (~150 MB
-read); an approximate index is a later step above ~200k rows.
+* the **base**: rows loaded in bulk (from SQLite or from the memory-mapped ``.npy``
+  snapshot), keys sorted, found by binary search; its vectors are never written, so
+  a mapped snapshot is never copied;
+* the **tail**: rows written or pulled since, in growable arrays (doubling, so one
+  append is amortised O(d)). Re-writing a base key kills its base row and appends.
+
+Removal only clears a ``live`` flag. Past a size threshold an :class:`AnnIndex`
+(usearch HNSW) proposes candidates: an over-fetched top-k, post-filtered by scope,
+expiry, liveness and metadata candidates, then **re-scored exactly** against these
+float32 rows, merged with an exact scan of the rows the graph does not hold yet.
+When too few candidates survive the filters the search widens, then falls back to
+exact search, so a filter never returns a wrong or missing-in-scope answer because
+of the graph. Single-query search runs BLAS on one thread (see :func:`one_blas_thread`).
 
 >>> ix = VectorIndex(2)
 >>> ix.upsert(7, np.array([1.0, 0.0], np.float32), ("a", "u", "o", "w"), None)
@@ -16,30 +24,82 @@ read); an approximate index is a later step above ~200k rows.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
-__all__ = ["VectorIndex"]
+from ._ann import AnnIndex
+
+__all__ = ["VectorIndex", "one_blas_thread"]
 
 ScopeKey = tuple[str, str, str, str]
+
+#: The widest over-fetch asked of the graph before exact search takes over.
+ANN_MAX_K = 4096
+#: Metadata-filter candidate sets up to this size are scored exactly (one gather).
+EXACT_ONLY_MAX = 20_000
+#: Rows written past a read-only (mapped) graph that are scanned exactly before the
+#: graph is copied into memory and they are inserted into it.
+FOLD_AT = 5_000
+
+_controller: Any = None
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Run the block with BLAS on one thread (threadpoolctl); a no-op if it is unavailable.
+
+    A single matrix-vector product is memory-bound: waking a second BLAS thread on a
+    busy 2-core machine costs more (up to ~20 ms) than it saves. Batch work keeps
+    every thread.
+    """
+    global _controller
+    if _controller is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _controller = ThreadpoolController().select(user_api="blas")
+        except Exception:  # noqa: BLE001 - no threadpoolctl or an unknown BLAS: leave threads alone
+            _controller = False
+    if not _controller:
+        yield
+        return
+    with _controller.limit(limits=1):
+        yield
 
 
 class VectorIndex:
     def __init__(self, dimension: int, capacity: int = 1024) -> None:
         self.dimension = dimension
+        # base block (bulk-loaded, sorted keys, vectors read-only)
+        self._bv: np.ndarray = np.zeros((0, dimension), np.float32)
+        self._bk = np.zeros(0, np.int64)
+        self._bs = np.zeros(0, np.int32)
+        self._be = np.zeros(0, np.float64)
+        self._bl = np.zeros(0, bool)
+        self._bc = np.zeros(0, bool)  # the graph holds this row's current vector
+        # tail block
         self._vecs = np.zeros((capacity, dimension), dtype=np.float32)
         self._keys = np.zeros(capacity, dtype=np.int64)
         self._scope = np.zeros(capacity, dtype=np.int32)
         self._expires = np.full(capacity, np.inf, dtype=np.float64)
         self._live = np.zeros(capacity, dtype=bool)
+        self._cov = np.zeros(capacity, dtype=bool)
         self._n = 0
         self._row: dict[int, int] = {}
         self._scope_codes: dict[ScopeKey, int] = {}
+        self._count: dict[int, int] = {}  # live rows per scope code (expired ones included)
+        self._live_n = 0
+        self._uncovered = 0  # live tail rows the graph does not hold
+        self.ann: AnnIndex | None = None
 
     def __len__(self) -> int:
-        return int(self._live[: self._n].sum())
+        return self._live_n
+
+    # -- bookkeeping -------------------------------------------------------------------
 
     def _grow(self, need: int) -> None:
         cap = len(self._keys)
@@ -51,6 +111,7 @@ class VectorIndex:
         self._scope = np.concatenate([self._scope, np.zeros(new - cap, np.int32)])
         self._expires = np.concatenate([self._expires, np.full(new - cap, np.inf)])
         self._live = np.concatenate([self._live, np.zeros(new - cap, bool)])
+        self._cov = np.concatenate([self._cov, np.zeros(new - cap, bool)])
 
     def _code(self, scope: ScopeKey) -> int:
         code = self._scope_codes.get(scope)
@@ -58,43 +119,149 @@ class VectorIndex:
             code = self._scope_codes[scope] = len(self._scope_codes) + 1
         return code
 
+    def _base_row(self, key: int) -> int | None:
+        i = int(np.searchsorted(self._bk, key))
+        return i if i < len(self._bk) and int(self._bk[i]) == key else None
+
+    def _kill_base(self, i: int) -> None:
+        if self._bl[i]:
+            self._bl[i] = False
+            self._count[int(self._bs[i])] -= 1
+            self._live_n -= 1
+
+    def _kill_tail(self, r: int) -> None:
+        if self._live[r]:
+            self._live[r] = False
+            self._count[int(self._scope[r])] -= 1
+            self._live_n -= 1
+            if not self._cov[r]:
+                self._uncovered -= 1
+
+    # -- writes ------------------------------------------------------------------------
+
     def upsert(self, key: int, vector: np.ndarray, scope: ScopeKey, expires_at: float | None) -> None:
+        self._upsert(key, vector, scope, expires_at)
+        if self.ann is not None and self.ann.mutable:
+            self.ann.add(np.array([key]), np.asarray(vector, np.float32)[None, :])
+            self._cover(self._row[key])
+
+    def _upsert(self, key: int, vector: np.ndarray, scope: ScopeKey, expires_at: float | None) -> None:
         row = self._row.get(key)
         if row is None:
+            b = self._base_row(key) if len(self._bk) else None
+            if b is not None:
+                self._kill_base(b)
             self._grow(self._n + 1)
             row = self._n
             self._n += 1
             self._row[key] = row
             self._keys[row] = key
+        else:
+            self._kill_tail(row)
+        code = self._code(scope)
         self._vecs[row] = vector
-        self._scope[row] = self._code(scope)
+        self._scope[row] = code
         self._expires[row] = math.inf if expires_at is None else expires_at
         self._live[row] = True
+        self._cov[row] = False
+        self._count[code] = self._count.get(code, 0) + 1
+        self._live_n += 1
+        self._uncovered += 1
+
+    def _cover(self, row: int) -> None:
+        if self._live[row] and not self._cov[row]:
+            self._uncovered -= 1
+        self._cov[row] = True
 
     def upsert_many(
         self, keys: np.ndarray, vectors: np.ndarray, scopes: list[ScopeKey], expires: list[float | None]
     ) -> None:
-        """Bulk load: appends fresh keys with one copy; known keys fall back to :meth:`upsert`."""
-        fresh = [i for i, k in enumerate(keys.tolist()) if k not in self._row]
-        if len(fresh) != len(keys):
-            for i in range(len(keys)):
-                self.upsert(int(keys[i]), vectors[i], scopes[i], expires[i])
+        """Bulk load: an empty index takes the rows as its base in one copy; otherwise row by row."""
+        if self._n == 0 and len(self._bk) == 0 and len(keys) and bool(np.all(np.diff(keys) > 0)):
+            codes = np.array([self._code(s) for s in scopes], dtype=np.int32)
+            exp = np.array([math.inf if e is None else e for e in expires], dtype=np.float64)
+            self._set_base(np.asarray(keys, np.int64), np.ascontiguousarray(vectors, np.float32), codes, exp)
             return
-        n, m = self._n, len(keys)
-        self._grow(n + m)
-        self._vecs[n : n + m] = vectors
-        self._keys[n : n + m] = keys
-        self._scope[n : n + m] = [self._code(s) for s in scopes]
-        self._expires[n : n + m] = [math.inf if e is None else e for e in expires]
-        self._live[n : n + m] = True
-        for i, k in enumerate(keys.tolist()):
-            self._row[k] = n + i
-        self._n = n + m
+        for i in range(len(keys)):
+            self._upsert(int(keys[i]), vectors[i], scopes[i], expires[i])
+        if self.ann is not None and self.ann.mutable and len(keys):
+            self.ann.add(np.asarray(keys), np.asarray(vectors, np.float32))
+            for k in keys.tolist():
+                self._cover(self._row[k])
+
+    def _set_base(self, keys: np.ndarray, vecs: np.ndarray, codes: np.ndarray, exp: np.ndarray) -> None:
+        self._bv, self._bk, self._bs, self._be = vecs, keys, codes, exp
+        self._bl = np.ones(len(keys), bool)
+        self._bc = np.zeros(len(keys), bool)
+        for code, count in zip(*np.unique(codes, return_counts=True), strict=True):
+            self._count[int(code)] = self._count.get(int(code), 0) + int(count)
+        self._live_n += len(keys)
 
     def remove(self, key: int) -> None:
         row = self._row.get(key)
         if row is not None:
-            self._live[row] = False
+            self._kill_tail(row)
+        elif len(self._bk):
+            b = self._base_row(key)
+            if b is None:
+                return
+            self._kill_base(b)
+        else:
+            return
+        if self.ann is not None and self.ann.mutable:
+            self.ann.remove(np.array([key]))
+
+    # -- the ANN tier --------------------------------------------------------------------
+
+    def _live_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """Keys and vectors of every live row, base then tail (a copy only where rows are dead)."""
+        bl = self._bl
+        if bl.all():
+            bk, bv = self._bk, self._bv
+        else:
+            bk, bv = self._bk[bl], self._bv[bl]
+        tl = np.flatnonzero(self._live[: self._n])
+        if tl.size == 0:
+            return bk, bv
+        return np.concatenate([bk, self._keys[tl]]), np.concatenate([bv, self._vecs[tl]])
+
+    def build_ann(self) -> None:
+        """Build the graph over every live row (batch insert on all cores)."""
+        keys, vecs = self._live_rows()
+        self.attach_ann(AnnIndex.build(keys, vecs))
+
+    def attach_ann(self, ann: AnnIndex) -> None:
+        """Use ``ann`` as the graph; it must hold exactly the current live rows' vectors."""
+        self.ann = ann
+        self._bc = self._bl.copy()
+        self._cov[: self._n] = self._live[: self._n]
+        self._uncovered = 0
+
+    def _fold(self) -> None:
+        """Insert the rows written past a mapped graph into an in-memory copy of it."""
+        assert self.ann is not None
+        rows = np.flatnonzero(self._live[: self._n] & ~self._cov[: self._n])
+        if rows.size:
+            self.ann.add(self._keys[rows], self._vecs[rows])
+            self._cov[rows] = True
+        self._uncovered = 0
+
+    def save_ann(self, path: Any) -> bool:
+        """Write the graph to ``path`` if it holds exactly the live rows; False if there is none."""
+        if self.ann is None:
+            return False
+        if self._uncovered:
+            self._fold()
+        dead = self._bk[~self._bl & self._bc]
+        # rows killed while the graph was a read-only map still sit in it (unless re-written)
+        dead = np.array([k for k in dead.tolist() if k not in self._row], dtype=np.int64)
+        if dead.size:
+            self.ann.remove(dead)
+        self._bc &= self._bl
+        self.ann.save(path)
+        return True
+
+    # -- search ------------------------------------------------------------------------
 
     def search(
         self,
@@ -108,72 +275,166 @@ class VectorIndex:
         """Top ``limit`` (key, cosine) in ``scope``, live and unexpired, best first.
 
         ``only`` restricts the search to those keys (metadata filter candidates).
+        Scores are always exact cosines of the stored vectors.
         """
         code = self._scope_codes.get(scope)
-        if code is None or self._n == 0:
+        if code is None or self._live_n == 0:
             return []
-        n = self._n
-        if only is not None:
-            rows = np.fromiter((self._row[k] for k in only if k in self._row), dtype=np.int64)
-            if rows.size == 0:
-                return []
-            ok = self._live[rows] & (self._scope[rows] == code) & (self._expires[rows] > now)
-            rows = rows[ok]
-            if rows.size == 0:
-                return []
-            scores = self._vecs[rows] @ query
-            keys = self._keys[rows]
-        else:
-            scores = self._vecs[:n] @ query
-            ok = self._live[:n] & (self._scope[:n] == code) & (self._expires[:n] > now)
-            scores = np.where(ok, scores, -np.inf)
-            keys = self._keys[:n]
+        only_arr = None if only is None else np.fromiter(only, dtype=np.int64)
+        with one_blas_thread():
+            if self.ann is not None:
+                found = self._ann_search(query, code, limit, now, only_arr)
+                if found is not None:
+                    return found
+            return self._exact(query, code, limit, now, only_arr)
+
+    def _top(self, keys: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        if scores.size == 0:
+            return []
         k = min(limit, scores.size)
         top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(keys[i]), float(scores[i])) for i in top if scores[i] > -np.inf]
+        top = top[np.lexsort((keys[top], -scores[top]))]  # best first; equal scores by key
+        return [(int(keys[i]), float(scores[i])) for i in top]
+
+    def _lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(key_b, base_rows, key_t, tail_rows)``: where each key's current row is."""
+        if len(self._bk):
+            i = np.minimum(np.searchsorted(self._bk, keys), len(self._bk) - 1)
+            in_b = (self._bk[i] == keys) & self._bl[i]
+        else:
+            i, in_b = np.zeros(len(keys), np.int64), np.zeros(len(keys), bool)
+        rest = keys[~in_b]
+        tr = [self._row.get(k, -1) for k in rest.tolist()]
+        t = np.array(tr, dtype=np.int64)
+        ok = t >= 0
+        return keys[in_b], i[in_b], rest[ok], t[ok]
+
+    def _ok_b(self, rows: np.ndarray, code: int, now: float) -> np.ndarray:
+        return self._bl[rows] & (self._bs[rows] == code) & (self._be[rows] > now)
+
+    def _ok_t(self, rows: np.ndarray, code: int, now: float) -> np.ndarray:
+        return self._live[rows] & (self._scope[rows] == code) & (self._expires[rows] > now)
+
+    def _exact(
+        self, q: np.ndarray, code: int, limit: int, now: float, only: np.ndarray | None
+    ) -> list[tuple[int, float]]:
+        parts_k: list[np.ndarray] = []
+        parts_s: list[np.ndarray] = []
+        if only is not None:
+            kb, rb, kt, rt = self._lookup(only)
+            okb, okt = self._ok_b(rb, code, now), self._ok_t(rt, code, now)
+            rb, kb, rt, kt = rb[okb], kb[okb], rt[okt], kt[okt]
+            parts_k += [kb, kt]
+            parts_s += [self._bv[rb] @ q, self._vecs[rt] @ q]
+        else:
+            for vecs, keys, sc, ex, lv, n in (
+                (self._bv, self._bk, self._bs, self._be, self._bl, len(self._bk)),
+                (self._vecs, self._keys, self._scope, self._expires, self._live, self._n),
+            ):
+                if n == 0:
+                    continue
+                ok = lv[:n] & (sc[:n] == code) & (ex[:n] > now)
+                rows = np.flatnonzero(ok)
+                if rows.size == 0:
+                    continue
+                if rows.size * 2 < n:  # a small scope: gather its rows
+                    scores = vecs[rows] @ q
+                else:
+                    scores = (vecs[:n] @ q)[rows]
+                parts_k.append(keys[rows])
+                parts_s.append(scores)
+        if not parts_k:
+            return []
+        return self._top(np.concatenate(parts_k), np.concatenate(parts_s).astype(np.float32), limit)
+
+    def _ann_search(
+        self, q: np.ndarray, code: int, limit: int, now: float, only: np.ndarray | None
+    ) -> list[tuple[int, float]] | None:
+        """Graph candidates, filtered and re-scored; ``None`` means: do an exact search."""
+        assert self.ann is not None
+        if only is not None and len(only) <= EXACT_ONLY_MAX:
+            return None
+        if self._uncovered > FOLD_AT:
+            self._fold()
+        eligible = self._count.get(code, 0)
+        if only is not None:
+            eligible = min(eligible, len(only))
+        if eligible == 0:
+            return []
+        share = eligible / max(1, self._live_n)
+        k = math.ceil(max(limit * 4, 40) / share)
+        only_sorted = None if only is None else np.unique(only)
+        # rows the graph does not hold (written past a mapped graph): always scanned exactly
+        tail = np.flatnonzero(self._live[: self._n] & ~self._cov[: self._n]) if self._uncovered else None
+        while k <= ANN_MAX_K:
+            cand = self.ann.search(q, k)
+            kb, rb, kt, rt = self._lookup(cand)
+            okb = self._ok_b(rb, code, now) & self._bc[rb]
+            okt = self._ok_t(rt, code, now) & self._cov[rt]
+            kb, rb, kt, rt = kb[okb], rb[okb], kt[okt], rt[okt]
+            if tail is not None and tail.size:
+                ut = tail[self._ok_t(tail, code, now)]
+                kt, rt = np.concatenate([kt, self._keys[ut]]), np.concatenate([rt, ut])
+            if only_sorted is not None:
+                mb, mt = np.isin(kb, only_sorted), np.isin(kt, only_sorted)
+                kb, rb, kt, rt = kb[mb], rb[mb], kt[mt], rt[mt]
+            if len(kb) + len(kt) >= limit or len(cand) < k:
+                keys = np.concatenate([kb, kt])
+                scores = np.concatenate([self._bv[rb] @ q, self._vecs[rt] @ q]).astype(np.float32)
+                return self._top(keys, scores, limit)
+            k *= 4
+        return None
 
     def scores_for(self, query: np.ndarray, keys: Iterable[int]) -> dict[int, float]:
         """Cosine of ``query`` with each known key (for hybrid fusion of keyword hits)."""
-        out: dict[int, float] = {}
-        for k in keys:
-            row = self._row.get(k)
-            if row is not None and self._live[row]:
-                out[k] = float(self._vecs[row] @ query)
+        arr = np.fromiter(keys, dtype=np.int64)
+        if arr.size == 0:
+            return {}
+        kb, rb, kt, rt = self._lookup(arr)
+        with one_blas_thread():
+            sb, st = self._bv[rb] @ query, self._vecs[rt] @ query
+        out = {int(k): float(s) for k, s in zip(kb.tolist(), sb.tolist(), strict=True)}
+        out.update({int(k): float(s) for k, s, r in zip(kt.tolist(), st.tolist(), rt.tolist(), strict=True) if self._live[r]})
         return out
 
     # -- snapshot to / from plain arrays (the sidecar cache) ----------------------------
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """The live rows as plain arrays (see :meth:`from_arrays`)."""
-        n = self._n
-        live = self._live[:n]
+        """The live rows as plain arrays, sorted by key (see :meth:`from_arrays`)."""
+        bl, n = self._bl, self._n
+        tl = np.flatnonzero(self._live[:n])
+        keys = np.concatenate([self._bk[bl], self._keys[tl]])
+        order = np.argsort(keys, kind="stable") if tl.size else None  # live base rows are sorted already
         scopes = sorted(self._scope_codes, key=self._scope_codes.__getitem__)
+
+        def cat(b: np.ndarray, t: np.ndarray) -> np.ndarray:
+            out = np.concatenate([b[bl], t[tl]])
+            return out if order is None else out[order]
+
         return {
-            "keys": self._keys[:n][live],
-            "vecs": self._vecs[:n][live],
-            "scope": self._scope[:n][live],
-            "expires": self._expires[:n][live],
+            "keys": keys if order is None else keys[order],
+            "vecs": cat(self._bv, self._vecs),
+            "scope": cat(self._bs, self._scope),
+            "expires": cat(self._be, self._expires),
             "scopes": np.array(["\x1f".join(s) for s in scopes], dtype=object),
         }
 
     @classmethod
     def from_arrays(cls, dimension: int, arrays: Mapping[str, np.ndarray]) -> VectorIndex:
-        keys, vecs = arrays["keys"], arrays["vecs"]
-        if vecs.ndim != 2 or vecs.shape[1] != dimension or len(keys) != len(vecs):
+        """An index whose base *is* these arrays (``vecs`` may be a read-only memory map)."""
+        keys, vecs = np.asarray(arrays["keys"], np.int64), arrays["vecs"]
+        if vecs.ndim != 2 or vecs.shape[1] != dimension or len(keys) != len(vecs) or vecs.dtype != np.float32:
             raise ValueError("vector snapshot has the wrong shape")
-        ix = cls(dimension, capacity=max(1024, len(keys) + len(keys) // 4))
-        n = len(keys)
-        ix._vecs[:n] = vecs
-        ix._keys[:n] = keys
-        ix._scope[:n] = arrays["scope"]
-        ix._expires[:n] = arrays["expires"]
-        ix._live[:n] = True
-        ix._n = n
-        ix._row = {int(k): i for i, k in enumerate(keys.tolist())}
+        if len(keys) > 1 and not bool(np.all(np.diff(keys) > 0)):
+            raise ValueError("vector snapshot keys are not sorted")
+        ix = cls(dimension)
         for code, joined in enumerate(arrays["scopes"].tolist(), start=1):
             parts = tuple(str(joined).split("\x1f"))
             if len(parts) != 4:
                 raise ValueError("bad scope in vector snapshot")
-            ix._scope_codes[parts] = code
+            ix._scope_codes[parts] = code  # type: ignore[index]
+        codes = np.asarray(arrays["scope"], np.int32)
+        if len(codes) != len(keys) or (len(codes) and (codes.min() < 1 or codes.max() > len(ix._scope_codes))):
+            raise ValueError("bad scope codes in vector snapshot")
+        ix._set_base(keys, vecs, codes, np.asarray(arrays["expires"], np.float64))
         return ix

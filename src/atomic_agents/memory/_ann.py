@@ -1,0 +1,131 @@
+"""The approximate tier: a usearch HNSW graph that proposes candidates, never scores.
+
+Why usearch and not hnswlib: usearch ships manylinux/macOS/Windows wheels (hnswlib
+0.8.0 is an sdist that needs a C++ compiler on the user's machine), and a saved
+usearch index can be *viewed* (memory-mapped) instead of read, which is what makes
+a cold start at 1M rows cheap. The graph stores int8-quantised vectors: it only
+proposes keys; :class:`~atomic_agents.memory._vectors.VectorIndex` re-scores every
+candidate exactly against the float32 rows, so a returned score is the exact cosine.
+
+Keys are the backend's row ids (``memories.seq``). The file ``<db>-ann.usearch``
+sits beside the database; the snapshot header (see ``_matrix_cache``) records
+which file it goes with, and any doubt about it means: rebuild from the rows.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["ANN_THRESHOLD", "AnnIndex", "ann_threshold"]
+
+#: Below this many live vectors exact search is already under a millisecond or two;
+#: above it the graph is built (once) and kept in step. Overridable per store or by
+#: the ``ATOMIC_AGENTS_ANN_THRESHOLD`` environment variable (``0`` turns the tier off).
+ANN_THRESHOLD = 20_000
+
+_CONNECTIVITY = 16
+_EXPANSION_ADD = 128
+_EXPANSION_SEARCH = 160
+
+
+def ann_threshold(explicit: int | None = None) -> int | None:
+    """The row count from which the ANN tier is used; ``None`` = never."""
+    if explicit is None:
+        raw = os.environ.get("ATOMIC_AGENTS_ANN_THRESHOLD", "").strip()
+        explicit = int(raw) if raw.isdigit() else ANN_THRESHOLD
+    return explicit if explicit > 0 else None
+
+
+def _index(ndim: int):  # type: ignore[no-untyped-def]
+    from usearch.index import Index  # imported only when the tier is used
+
+    return Index(
+        ndim=ndim,
+        metric="cos",
+        dtype="i8",
+        connectivity=_CONNECTIVITY,
+        expansion_add=_EXPANSION_ADD,
+        expansion_search=_EXPANSION_SEARCH,
+    )
+
+
+class AnnIndex:
+    """A usearch graph keyed by row id; either mutable (built here) or a read-only view of a file."""
+
+    def __init__(self, ndim: int, raw: object, *, view: Path | None = None) -> None:
+        self.ndim = ndim
+        self._raw = raw
+        self._view = view  # the file this is a read-only map of, or None when mutable
+
+    @classmethod
+    def build(cls, keys: np.ndarray, vectors: np.ndarray) -> AnnIndex:
+        """A graph over ``vectors`` (batch insert, all cores)."""
+        raw = _index(vectors.shape[1])
+        if len(keys):
+            raw.add(np.ascontiguousarray(keys, dtype=np.uint64), np.ascontiguousarray(vectors), threads=0)
+        return cls(vectors.shape[1], raw)
+
+    @classmethod
+    def open(cls, path: Path, ndim: int, count: int) -> AnnIndex | None:
+        """Map ``path`` read-only; ``None`` if it is not a usearch file of ``count`` ``ndim``-vectors."""
+        from usearch.index import Index
+
+        try:
+            meta = Index.metadata(str(path))
+            if not meta or int(meta.get("dimensions", -1)) != ndim or int(meta.get("count_present", -1)) != count:
+                return None
+            raw = Index.restore(str(path), view=True)
+        except Exception:  # noqa: BLE001 - a damaged sidecar of any kind just means: rebuild
+            return None
+        if raw is None or raw.ndim != ndim or len(raw) != count:
+            return None
+        return cls(ndim, raw, view=path)
+
+    @property
+    def mutable(self) -> bool:
+        return self._view is None
+
+    def __len__(self) -> int:
+        return len(self._raw)  # type: ignore[arg-type]
+
+    def make_mutable(self) -> None:
+        """Turn a view into an in-memory copy that can take inserts and removals."""
+        if self._view is not None:
+            self._raw = self._raw.copy()  # type: ignore[attr-defined]
+            self._view = None
+
+    def add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
+        self.make_mutable()
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        present = np.asarray(self._raw.contains(keys), dtype=bool).reshape(-1)  # type: ignore[attr-defined]
+        if present.any():
+            self._raw.remove(keys[present])  # type: ignore[attr-defined]
+        self._raw.add(keys, np.ascontiguousarray(vectors, dtype=np.float32), threads=0 if len(keys) > 64 else 1)  # type: ignore[attr-defined]
+
+    def remove(self, keys: np.ndarray) -> None:
+        self.make_mutable()
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        present = np.asarray(self._raw.contains(keys), dtype=bool).reshape(-1)  # type: ignore[attr-defined]
+        if present.any():
+            self._raw.remove(keys[present])  # type: ignore[attr-defined]
+
+    def search(self, query: np.ndarray, k: int) -> np.ndarray:
+        """Up to ``k`` candidate keys (int64), roughly nearest first."""
+        if len(self) == 0:
+            return np.zeros(0, dtype=np.int64)
+        found = self._raw.search(query, min(k, len(self)), exact=False, threads=1)  # type: ignore[attr-defined]
+        return np.asarray(found.keys, dtype=np.int64)
+
+    def save(self, path: Path) -> None:
+        self._raw.save(str(path))  # type: ignore[attr-defined]
+
+    def self_check(self, keys: np.ndarray, vectors: np.ndarray) -> bool:
+        """Does the graph find a few of its own vectors? A cheap guard against a garbage file."""
+        if len(keys) == 0:
+            return True
+        pick = np.linspace(0, len(keys) - 1, num=min(8, len(keys))).astype(np.int64)
+        hits = sum(int(keys[i]) in set(self.search(vectors[i], 10).tolist()) for i in pick)
+        return hits >= max(1, (len(pick) * 3) // 4)
