@@ -1,0 +1,338 @@
+"""The ANN tier: candidates from the graph, answers exact.
+
+The threshold is lowered per store (``ann_threshold=``) so small data uses the graph;
+the exact answer comes from a second store on the same file with the tier off.
+Vectors come from :class:`TableEmbedder`, a *fake* that maps ``"v<i>"`` to a fixed row.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore
+from atomic_agents.memory._matrix_cache import ann_path, meta_path, snapshot_path
+from atomic_agents.memory._vectors import VectorIndex
+
+DIM = 32
+SCOPE = ("a", "u", "o", "w")
+
+
+def _clusters(n_clusters: int, per: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``per`` tight points around each of ``n_clusters`` far-apart centres: top-``per`` is unambiguous."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((n_clusters, DIM)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    pts = np.repeat(centres, per, axis=0) + 0.12 * rng.standard_normal((n_clusters * per, DIM)).astype(np.float32)
+    pts /= np.linalg.norm(pts, axis=1, keepdims=True)
+    return centres, pts.astype(np.float32)
+
+
+class TableEmbedder(HashingEmbedder):
+    """A fake embedder: ``"v<i>"`` embeds to ``table[i]``, ``"q<i>"`` to ``queries[i]``; anything else hashes."""
+
+    def __init__(self, table: np.ndarray, queries: np.ndarray) -> None:
+        super().__init__(DIM)
+        self.model_id = "table-fake"
+        self.table, self.queries = table, queries
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        out = []
+        for t in texts:
+            if t[:1] in "vq" and t[1:].isdigit():
+                out.append((self.table if t[0] == "v" else self.queries)[int(t[1:])])
+            else:
+                out.append(super().embed_batch([t])[0])
+        return np.stack(out).astype(np.float32) if out else np.empty((0, DIM), np.float32)
+
+
+# -- the index on its own ---------------------------------------------------------------
+
+
+def test_ann_top_k_equals_exact_and_scores_are_exact_cosines() -> None:
+    centres, pts = _clusters(150, 10)
+    keys = np.arange(1, len(pts) + 1, dtype=np.int64) * 3
+    exact, ann = VectorIndex(DIM), VectorIndex(DIM)
+    for ix in (exact, ann):
+        ix.upsert_many(keys, pts, [SCOPE] * len(pts), [None] * len(pts))
+    ann.build_ann()
+    assert ann.ann is not None and len(ann.ann) == len(pts)
+    for q in centres:
+        want, got = exact.search(q, SCOPE, 10, now=0.0), ann.search(q, SCOPE, 10, now=0.0)
+        assert {k for k, _ in got} == {k for k, _ in want}
+        row = {int(k): i for i, k in enumerate(keys)}
+        for k, s in got:  # the score is the stored vector's cosine, not the graph's estimate
+            assert s == pytest.approx(float(pts[row[k]] @ q), abs=1e-6)  # (BLAS kernels differ by an ulp)
+        assert dict(got) == pytest.approx(dict(want), abs=1e-6)  # exact search's numbers, to float32 rounding
+
+
+def test_ann_candidates_are_filtered_by_scope_expiry_and_key_set() -> None:
+    _, pts = _clusters(100, 10, seed=1)
+    n = len(pts)
+    other = ("b", "u", "o", "w")
+    scopes = [other if i % 50 else SCOPE for i in range(n)]  # SCOPE: 2% of the rows
+    expires = [5.0 if i % 7 == 0 else None for i in range(n)]
+    keys = np.arange(n, dtype=np.int64)
+    exact, ann = VectorIndex(DIM), VectorIndex(DIM)
+    for ix in (exact, ann):
+        ix.upsert_many(keys, pts, scopes, expires)
+    ann.build_ann()
+    only = [int(k) for k in keys if k % 3 == 0]
+    for q in pts[::97]:
+        for kw in ({}, {"only": only}):
+            want = exact.search(q, SCOPE, 5, now=10.0, **kw)  # type: ignore[arg-type]
+            got = ann.search(q, SCOPE, 5, now=10.0, **kw)  # type: ignore[arg-type]
+            assert [k for k, _ in got] == [k for k, _ in want]
+            assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-6)
+            assert all(scopes[k] == SCOPE and expires[k] is None for k, _ in got)
+
+
+def test_rows_written_past_a_mapped_graph_are_scanned_then_folded_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import atomic_agents.memory._vectors as vectors
+    from atomic_agents.memory._ann import AnnIndex
+
+    centres, pts = _clusters(60, 10, seed=4)
+    keys = np.arange(len(pts), dtype=np.int64)
+    built = VectorIndex(DIM)
+    built.upsert_many(keys[:400], pts[:400], [SCOPE] * 400, [None] * 400)
+    built.build_ann()
+    assert built.save_ann(tmp_path / "g.usearch")
+    mapped = AnnIndex.open(tmp_path / "g.usearch", DIM, 400)
+    assert mapped is not None and not mapped.mutable
+    ann, exact = VectorIndex(DIM), VectorIndex(DIM)
+    ann.upsert_many(keys[:400], pts[:400], [SCOPE] * 400, [None] * 400)
+    ann.attach_ann(mapped)
+    exact.upsert_many(keys[:400], pts[:400], [SCOPE] * 400, [None] * 400)
+    for ix in (ann, exact):  # new rows, a re-written row moved to another cluster, a removal
+        ix.upsert_many(keys[400:], pts[400:], [SCOPE] * 200, [None] * 200)
+        ix.upsert(5, pts[455], SCOPE, None)
+        ix.remove(12)
+
+    def check() -> None:
+        for q in centres:
+            want, got = exact.search(q, SCOPE, 10, now=0.0), ann.search(q, SCOPE, 10, now=0.0)
+            assert {k for k, _ in got} == {k for k, _ in want}
+            assert dict(got) == pytest.approx(dict(want), abs=1e-6)
+    check()  # graph mapped read-only: the 201 new rows are scanned exactly
+    assert not mapped.mutable
+    monkeypatch.setattr(vectors, "FOLD_AT", 10)
+    check()  # past FOLD_AT: copied into memory and the rows inserted
+    assert ann.ann is not None and ann.ann.mutable and len(ann.ann) == 400 + 200
+    check()
+
+
+# -- the store -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def data() -> tuple[np.ndarray, np.ndarray]:
+    return _clusters(80, PER, seed=2)
+
+
+def _stores(db: Path, data: tuple[np.ndarray, np.ndarray]) -> tuple[SQLiteMemoryStore, SQLiteMemoryStore]:
+    centres, pts = data
+    ann = SQLiteMemoryStore(db, embedder=TableEmbedder(pts, centres), ann_threshold=50)
+    exact = SQLiteMemoryStore(db, embedder=TableEmbedder(pts, centres), ann_threshold=0)
+    return ann, exact
+
+
+PER = 10  # points per cluster; clusters with c % 10 == 0 live in the small scope
+
+
+def _scope_of(cluster: int) -> Scope:
+    return Scope("b", "u") if cluster % 10 == 0 else Scope("a", "u")
+
+
+def _fill(store: SQLiteMemoryStore, n_clusters: int) -> dict[int, str]:
+    """Point ``i`` (text ``v<i>``, cluster ``i // PER``) -> memory id."""
+    out: dict[int, str] = {}
+    for sc in (Scope("a", "u"), Scope("b", "u")):
+        idx = [i for i in range(n_clusters * PER) if _scope_of(i // PER) == sc]
+        ids = store.remember_many([(f"v{i}", {"parity": i % 2, "tag": f"t{i % 5}"}) for i in idx], sc)
+        out.update(zip(idx, ids, strict=True))
+    return out
+
+
+def _same(a: list, b: list) -> None:  # type: ignore[type-arg]
+    assert [h.id for h in a] == [h.id for h in b]
+    assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-6)
+
+
+def test_store_uses_the_graph_and_answers_like_exact_search(tmp_path: Path, data: tuple[np.ndarray, np.ndarray]) -> None:
+    ann, exact = _stores(tmp_path / "m.db", data)
+    _fill(ann, 80)
+    for c in range(0, 80, 3):  # each answer lies inside one cluster: the top-k is unambiguous
+        q, sc = f"q{c}", _scope_of(c)
+        _same(ann.recall(q, sc, 10), exact.recall(q, sc, 10))
+        for flt, lim in (({"parity": 1}, 5), ({"tag": "t3"}, 2), ({"tag": "t3", "parity": 1}, 1)):
+            got = ann.search_semantic(q, sc, flt, lim)
+            _same(got, exact.search_semantic(q, sc, flt, lim))
+            assert len(got) == lim and all(all(h.metadata[k] == v for k, v in flt.items()) for h in got)
+        _same(ann.search_hybrid(q, sc, None, 5), exact.search_hybrid(q, sc, None, 5))
+    assert ann._index is not None and ann._index.ann is not None  # the tier really was on
+    assert exact._index is not None and exact._index.ann is None
+    assert ann_path(ann.path).exists() and snapshot_path(ann.path).exists()
+    ann.close()
+    exact.close()
+
+
+def test_writes_edits_forgets_and_expiry_reach_the_graph(tmp_path: Path, data: tuple[np.ndarray, np.ndarray]) -> None:
+    centres, pts = data
+    ann, exact = _stores(tmp_path / "m.db", data)
+    ids = _fill(ann, 80)
+    big = Scope("a", "u")
+    ann.recall("q0", big)  # builds the graph
+    assert ann._index is not None and ann._index.ann is not None
+    # a new memory sitting exactly on query 1's centre comes first
+    fresh = ann.remember("q1", None, big)
+    assert ann.recall("q1", big, 1)[0].id == fresh
+    # edit it onto query 2's centre: it leaves query 1 and leads query 2
+    ann.edit(fresh, content="q2")
+    assert fresh not in [h.id for h in ann.recall("q1", big, 10)]
+    assert ann.recall("q2", big, 1)[0].id == fresh
+    # forget it: query 2's answers are cluster 2's own points again
+    ann.forget(fresh)
+    top = ann.recall("q2", big, 10)
+    assert fresh not in [h.id for h in top] and {h.id for h in top} <= {ids[i] for i in range(2 * PER, 3 * PER)} and len(top) == PER
+    # a memory that expires drops out without any write
+    short = ann.remember("q3", None, big, ttl_ms=300)
+    assert ann.recall("q3", big, 1)[0].id == short
+    time.sleep(0.5)
+    assert short not in [h.id for h in ann.recall("q3", big, 10)]
+    for c in range(1, 80, 4):
+        _same(ann.recall(f"q{c}", _scope_of(c), 10), exact.recall(f"q{c}", _scope_of(c), 10))
+    ann.close()
+    exact.close()
+
+
+def _reopen(db: Path, data: tuple[np.ndarray, np.ndarray]) -> SQLiteMemoryStore:
+    centres, pts = data
+    return SQLiteMemoryStore(db, embedder=TableEmbedder(pts, centres), ann_threshold=50)
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbage", "garbage-same-stamp", "truncated", "meta-deleted", "stale"])
+def test_a_missing_damaged_or_stale_sidecar_is_rebuilt(
+    tmp_path: Path, data: tuple[np.ndarray, np.ndarray], damage: str
+) -> None:
+    db = tmp_path / "m.db"
+    first, exact = _stores(db, data)
+    _fill(first, 80)
+    big = Scope("a", "u")
+    first.recall("q0", big)
+    first.close()
+    path = ann_path(db)
+    assert path.exists()
+    st = path.stat()
+    if damage == "deleted":
+        path.unlink()
+    elif damage == "garbage":
+        path.write_bytes(os.urandom(st.st_size))
+    elif damage == "garbage-same-stamp":  # same inode, size and mtime: only the file's own checks can tell
+        with open(path, "r+b") as fh:
+            fh.seek(64)
+            fh.write(os.urandom(st.st_size - 64))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    elif damage == "truncated":
+        with open(path, "r+b") as fh:
+            fh.truncate(st.st_size // 2)
+    elif damage == "meta-deleted":
+        meta_path(db).unlink()
+    elif damage == "stale":  # another writer moved on after the snapshot and the graph were saved
+        writer = _reopen(db, data)
+        gone = writer.recall("q4", big, 3)
+        for h in gone:
+            writer.forget(h.id)
+        writer.remember("q5", None, big)
+        writer.close()
+    second = _reopen(db, data)
+    for c in range(0, 80, 3):
+        _same(second.recall(f"q{c}", _scope_of(c), 10), exact.recall(f"q{c}", _scope_of(c), 10))
+    assert second._index is not None and second._index.ann is not None
+    second.close()
+    if damage != "stale":  # rebuilt and saved again: a third process maps it as it is
+        third = _reopen(db, data)
+        third.recall("q0", big)
+        assert third._index is not None and third._index.ann is not None and not third._index.ann.mutable
+        third.close()
+    exact.close()
+
+
+def test_the_old_npz_snapshot_is_ignored_and_removed(tmp_path: Path, data: tuple[np.ndarray, np.ndarray]) -> None:
+    db = tmp_path / "m.db"
+    legacy = db.with_name(db.name + "-vectors.npz")
+    ann, exact = _stores(db, data)
+    _fill(ann, 80)
+    legacy.write_bytes(b"PK\x03\x04 not really a zip")
+    _same(ann.recall("q0", Scope("a", "u"), 10), exact.recall("q0", Scope("a", "u"), 10))
+    assert not legacy.exists()
+    ann.close()
+    exact.close()
+
+
+def test_a_reader_process_follows_a_writer_process(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    scope = Scope("a", "u")
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(400)]
+
+    def text(i: int) -> str:
+        return " ".join(rng.choice(words, 6).tolist()) + f" n{i}"
+
+    texts = [text(i) for i in range(300)]
+    seed = SQLiteMemoryStore(db, embedder=HashingEmbedder(), ann_threshold=50)
+    seed.remember_many([(t, None) for t in texts], scope)
+    seed.close()
+    reader = SQLiteMemoryStore(db, embedder=HashingEmbedder(), ann_threshold=50)
+    assert reader.recall(texts[7], scope, 1)[0].content == texts[7]
+    assert reader._index is not None and reader._index.ann is not None
+    writer = textwrap.dedent(
+        f"""
+        import sys
+        from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore
+        s = SQLiteMemoryStore({str(db)!r}, embedder=HashingEmbedder(), ann_threshold=50)
+        sc = Scope("a", "u")
+        for line in sys.stdin:
+            op, _, arg = line.rstrip("\\n").partition(" ")
+            if op == "add":
+                print(s.remember(arg, None, sc), flush=True)
+            elif op == "forget":
+                s.forget(arg); print("ok", flush=True)
+            elif op == "edit":
+                mid, _, content = arg.partition(" ")
+                s.edit(mid, content=content); print("ok", flush=True)
+        s.close()
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", writer], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def ask(line: str) -> str:
+        proc.stdin.write(line + "\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        return proc.stdout.readline().strip()  # type: ignore[union-attr]
+
+    try:
+        new_text = "zeta omega unique words here"
+        mid = ask(f"add {new_text}")
+        assert reader.recall(new_text, scope, 1)[0].id == mid
+        ask(f"edit {mid} entirely different phrase now")
+        assert reader.recall("entirely different phrase now", scope, 1)[0].id == mid
+        assert mid not in [h.id for h in reader.recall(new_text, scope, 3) if h.content == new_text]
+        target = reader.recall(texts[11], scope, 1)[0]
+        assert target.content == texts[11]
+        ask(f"forget {target.id}")
+        assert target.id not in [h.id for h in reader.recall(texts[11], scope, 10)]
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
+    reader.close()
