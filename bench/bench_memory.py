@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_memory.py --full       # 10,000 and 100,000, every text through the model (slow)
     .venv/bin/python bench/bench_memory.py --sizes 100000 --reuse-vectors   # 100k store timings in minutes
     .venv/bin/python bench/bench_memory.py --sizes 2000 --embedder hashing   # quick smoke run
+    .venv/bin/python bench/bench_memory.py --section scale --sizes 10000,100000,1000000   # ANN tier, cold start (_mem_scale.py)
 
 For each size: raw embedder throughput vs batched ingest; single ``remember`` p50
 (durable fsync and not); ``recall`` p50/p95 with the query embedding included vs
@@ -210,13 +211,19 @@ def main() -> None:
 
     if "--section" in sys.argv:  # e.g. --section quality [its own options]
         i = sys.argv.index("--section")
-        section, rest = sys.argv[i + 1], sys.argv[1:i] + sys.argv[i + 2 :]
+        section, rest = (sys.argv[i + 1] if i + 1 < len(sys.argv) else ""), sys.argv[1:i] + sys.argv[i + 2 :]
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
         if section == "quality":
-            sys.path.insert(0, str(Path(__file__).resolve().parent))
             from _mem_quality import run as run_quality
 
             run_quality(rest)
             return
+        if section == "scale":
+            from _mem_scale import run as run_scale
+
+            run_scale(rest)
+            return
+        raise SystemExit(f"unknown --section {section!r} (known: quality, scale)")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="also run 100,000 memories")
     ap.add_argument("--sizes", default=None, help="comma-separated sizes (overrides --full)")

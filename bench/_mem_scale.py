@@ -1,0 +1,282 @@
+"""Scale rows (issue 8 section 3): the ANN tier, cold start, BLAS threads, RSS per tier.
+
+    .venv/bin/python bench/bench_memory.py --section scale --sizes 10000,100000
+    .venv/bin/python bench/bench_memory.py --section scale --sizes 1000000 --workdir /tmp/scale   # keeps the DBs
+
+The corpus is **synthetic**: normalised vectors built from real model embeddings of
+2,000 ATP-style texts (each row = one text's vector + 0.35 x another's + noise), so
+it has the low intrinsic dimension of real embeddings; rows go in through the store's
+own write path (``remember_many``) with a *fake* embedder (``PrecomputedEmbedder``)
+that returns those vectors for the corpus texts. Every **query** goes through the
+real model. Per size, interleaved where two things are compared:
+
+* recall p50/p95 including the query embedding (ANN tier; exact tier) vs the query
+  embedding alone; target p95 <= 1.3x at 100k and 1M;
+* recall@10 of the ANN tier against exact search on the same file; target >= 0.98;
+* first recall of a new process (a subprocess: open the store, first recall, model
+  load included) from the ``.npy`` snapshot + mapped graph, vs the model load alone;
+  target <= 1 s at 1M;
+* opening the snapshot: ``.npy`` memory map vs the old ``.npz`` format (same arrays);
+* one exact search with BLAS on one thread vs the default thread count;
+* RSS per 100k vectors: the exact matrix, the mapped graph after 200 queries, the
+  graph copied into memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_memory import make_texts, pct, queries  # noqa: E402
+
+from atomic_agents.memory import Scope, SQLiteMemoryStore, embedder_from_name  # noqa: E402
+
+SCOPE = Scope("bench", "user", org_id="acme", workspace_id="acme/bench")
+
+
+class PrecomputedEmbedder:
+    """A *fake* embedder for the bench corpus: ``"syn <i> ..."`` -> ``table[i]``; anything else -> the real model."""
+
+    def __init__(self, inner: object, table: np.ndarray) -> None:
+        self.inner, self.table = inner, table
+        self.model_id = inner.model_id  # type: ignore[attr-defined]
+        self.dimension = inner.dimension  # type: ignore[attr-defined]
+        self.relevance_floor = inner.relevance_floor  # type: ignore[attr-defined]
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if texts and all(t.startswith("syn ") for t in texts):
+            return self.table[[int(t.split(" ", 2)[1]) for t in texts]]
+        return self.inner.embed_batch(list(texts))  # type: ignore[attr-defined]
+
+
+def synthetic(n: int, seeds: np.ndarray, seed: int = 5) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, seeds.shape[1]), np.float32)
+    for s in range(0, n, 100_000):
+        m = min(100_000, n - s)
+        a, b = rng.integers(0, len(seeds), m), rng.integers(0, len(seeds), m)
+        v = seeds[a] + 0.35 * seeds[b] + 0.03 * rng.standard_normal((m, seeds.shape[1])).astype(np.float32)
+        out[s : s + m] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out
+
+
+def build(db: Path, n: int, model: object, seeds: np.ndarray) -> float:
+    """Fill ``db`` with ``n`` synthetic rows (skipped if it already holds them); seconds taken."""
+    if db.exists():
+        with SQLiteMemoryStore(db, embedder=model, ann_threshold=0) as s:  # type: ignore[arg-type]
+            if s.health().live == n:
+                return 0.0
+        for p in db.parent.glob(db.name + "*"):
+            p.unlink()
+    table = synthetic(n, seeds)
+    emb = PrecomputedEmbedder(model, table)
+    t0 = time.perf_counter()
+    with SQLiteMemoryStore(db, embedder=emb, durable=False, ann_threshold=0) as s:  # type: ignore[arg-type]
+        for i in range(0, n, 10_000):
+            s.remember_many([(f"syn {j} record", None) for j in range(i, min(n, i + 10_000))], SCOPE)
+    return time.perf_counter() - t0
+
+
+CHILD = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+from atomic_agents.memory import Scope, SQLiteMemoryStore, embedder_from_name
+mode, db, q = sys.argv[1], sys.argv[2], sys.argv[3]
+t1 = time.perf_counter()
+if mode == "model":
+    m = embedder_from_name("minilm"); m.embed_batch([q])
+else:
+    s = SQLiteMemoryStore(db, embedder=embedder_from_name("minilm"))
+    s.recall(q, Scope("bench", "user", org_id="acme", workspace_id="acme/bench"), 5)
+print(json.dumps({"import_ms": (t1 - t0) * 1e3, "work_ms": (time.perf_counter() - t1) * 1e3}))
+"""
+
+RSS_CHILD = r"""
+import json, sys, numpy as np
+from atomic_agents.memory._matrix_cache import load_snapshot, meta_path
+db, model, epoch, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+from pathlib import Path
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+ix, _ = load_snapshot(Path(db), model=model, epoch=epoch, with_ann=True)
+rng = np.random.default_rng(1)
+qs = rng.standard_normal((200, ix.dimension)).astype(np.float32); qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+ann = ix.ann; ix.ann = None
+r0 = rss(); ix.search(qs[0], ("bench", "user", "acme", "acme/bench"), 10, now=0.0); r1 = rss()
+ix.ann = ann
+for q in qs: ix.search(q, ("bench", "user", "acme", "acme/bench"), 10, now=0.0)
+r2 = rss(); ann.make_mutable(); r3 = rss()
+print(json.dumps({"matrix": r1 - r0, "ann_view": r2 - r1, "ann_memory": r3 - r1}))
+"""
+
+
+def child(code: str, *args: str) -> tuple[dict, float]:  # type: ignore[type-arg]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")])}
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1]), (time.perf_counter() - t0) * 1e3
+
+
+def measure(n: int, workdir: Path, model: object, seeds: np.ndarray, reps: int) -> list[tuple[str, str, str, str]]:
+    import atomic_agents.memory._vectors as vectors
+    from atomic_agents.memory._matrix_cache import load_snapshot, meta_path, snapshot_path
+
+    db = workdir / f"scale-{n}.db"
+    built = build(db, n, model, seeds)
+    rows: list[tuple[str, str, str, str]] = []
+    rows.append(("corpus (synthetic vectors via remember_many)", f"{n:,} rows", f"built in {built:.0f} s" if built else "reused", ""))
+    qs = queries(reps * 3, seed=n % 997)
+    ann = SQLiteMemoryStore(db, embedder=model)  # type: ignore[arg-type]
+    t0 = time.perf_counter()
+    ann.recall(qs[0], SCOPE)  # past the threshold: builds the graph the first time, then maps it
+    first_ms = (time.perf_counter() - t0) * 1e3
+    exact = SQLiteMemoryStore(db, embedder=model, ann_threshold=0)  # type: ignore[arg-type]
+    exact.recall(qs[0], SCOPE)
+    tier = "ANN" if ann._index is not None and ann._index.ann is not None else "exact (below threshold)"
+    rows.append((f"first recall in this process (ms; tier {tier})", f"{first_ms:.0f}", "-", "graph built here if missing"))
+
+    emb, t_ann, t_exact = [], [], []
+    for i, q in enumerate(qs[:reps]):  # interleaved
+        for fn, out in (
+            (lambda q=q: model.embed_batch([q + " e"]), emb),  # type: ignore[attr-defined]
+            (lambda q=q: ann.recall(q + " a", SCOPE, 10), t_ann),
+            (lambda q=q: exact.recall(q + " x", SCOPE, 10), t_exact),
+        ):
+            t0 = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t0) * 1e3)
+    e50, e95 = pct(emb, 50), pct(emb, 95)
+    for name, xs in (("ANN tier", t_ann), ("exact tier", t_exact)):
+        rows.append((
+            f"recall p50 / p95 incl. query embedding (ms), {name}",
+            f"{pct(xs, 50):.1f} / {pct(xs, 95):.1f}",
+            f"{e50:.1f} / {e95:.1f} embedding alone",
+            f"p95 ratio {pct(xs, 95) / e95:.2f}x (<= 1.3x at 100k, 1M)",
+        ))  # fmt: skip
+
+    hits = total = 0
+    for q in qs[reps : 2 * reps]:
+        a = {h.id for h in ann.recall(q, SCOPE, 10)}
+        e = {h.id for h in exact.recall(q, SCOPE, 10)}
+        hits, total = hits + len(a & e), total + len(e)
+    rows.append(("recall@10, ANN tier vs exact", f"{hits / max(1, total):.3f}", "1.000 exact", ">= 0.98"))
+
+    # single-query BLAS threads, index only (exact matrix)
+    ix = exact._index
+    assert ix is not None
+    qv = model.embed_batch(qs[2 * reps : 2 * reps + 50])  # type: ignore[attr-defined]
+    key = SCOPE.key()
+    one, many = [], []
+    real = vectors.one_blas_thread
+    from contextlib import nullcontext
+
+    for v in qv:
+        for out, ctx in ((one, real), (many, nullcontext)):
+            vectors.one_blas_thread = ctx  # type: ignore[assignment]
+            t0 = time.perf_counter()
+            ix.search(v, key, 10, now=time.time())
+            out.append((time.perf_counter() - t0) * 1e3)
+    vectors.one_blas_thread = real
+    rows.append((
+        "exact search p50 / p95 (ms), one BLAS thread", f"{pct(one, 50):.2f} / {pct(one, 95):.2f}",
+        f"{pct(many, 50):.2f} / {pct(many, 95):.2f} default threads", "",
+    ))  # fmt: skip
+    ann.close()
+    exact.close()
+
+    # snapshot open: .npy memory map vs the old .npz
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    meta = dict(con.execute("SELECT key, value FROM store_meta").fetchall())
+    con.close()
+    model_id, epoch = meta["embedder"], meta.get("epoch", "0")
+    have = load_snapshot(db, model=model_id, epoch=epoch, with_ann=False)
+    if have is not None:
+        arrays = have[0].to_arrays()
+        npz = workdir / f"scale-{n}.old.npz"
+        np.savez(npz, header=np.array("{}"), keys=arrays["keys"], vecs=arrays["vecs"], scope=arrays["scope"],
+                 expires=arrays["expires"], scopes=np.array(arrays["scopes"].tolist(), dtype=str))  # fmt: skip
+        del arrays, have
+        t_npy, t_npz = [], []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            load_snapshot(db, model=model_id, epoch=epoch, with_ann=False)
+            t_npy.append((time.perf_counter() - t0) * 1e3)
+            t0 = time.perf_counter()
+            with np.load(npz) as data:
+                arr = {k: data[k] for k in ("keys", "vecs", "scope", "expires", "scopes")}
+            vectors.VectorIndex.from_arrays(arr["vecs"].shape[1], arr)
+            t_npz.append((time.perf_counter() - t0) * 1e3)
+            del arr
+        npz.unlink()
+        rows.append(("snapshot open p50 (ms), .npy memory map", f"{pct(t_npy, 50):.1f}", f"{pct(t_npz, 50):.1f} old .npz load", ""))
+        size_mb = (snapshot_path(db).stat().st_size + meta_path(db).stat().st_size) / 1e6
+        rows.append(("snapshot size (MB)", f"{size_mb:.0f}", "-", ""))
+
+    # a new process: first recall (model load included) vs the model load alone
+    fr, fm, fw = [], [], []
+    for i in range(5):
+        got, wall = child(CHILD, "store", str(db), qs[i] + " fresh")
+        fr.append(got["work_ms"])
+        fw.append(wall)
+        got, _ = child(CHILD, "model", str(db), qs[i] + " fresh")
+        fm.append(got["work_ms"])
+    rows.append((
+        "first recall of a new process (ms, open + model + search)", f"{pct(fr, 50):.0f}",
+        f"{pct(fm, 50):.0f} model load + 1 embedding alone", "<= 1000 at 1M",
+    ))  # fmt: skip
+    rows.append(("  same, whole process wall incl. imports (ms)", f"{pct(fw, 50):.0f}", "-", ""))
+
+    if tier == "ANN":
+        got, _ = child(RSS_CHILD, str(db), model_id, epoch, str(n))
+        per = 100_000 / n
+        rows.append(("RSS per 100k vectors (MB), exact matrix touched", f"{got['matrix'] * per:.0f}", f"{384 * 4 * 1e5 / 2**20:.0f} raw float32", ""))
+        rows.append(("RSS per 100k vectors (MB), ANN graph mapped (200 queries)", f"{got['ann_view'] * per:.1f}", "-", ""))
+        rows.append(("RSS per 100k vectors (MB), ANN graph in memory", f"{got['ann_memory'] * per:.0f}", "-", ""))
+    return rows
+
+
+def run(argv: Sequence[str]) -> None:
+    ap = argparse.ArgumentParser(prog="bench_memory.py --section scale")
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--workdir", default=None, help="keep the databases here (reused by the next run)")
+    args = ap.parse_args(list(argv))
+    model = embedder_from_name("minilm")
+    seeds = model.embed_batch([t for t, _ in make_texts(2000, seed=3)])  # type: ignore[attr-defined]
+    seeds = np.asarray(seeds, np.float32)
+    tmp = None if args.workdir else tempfile.TemporaryDirectory()
+    workdir = Path(args.workdir or tmp.name)  # type: ignore[union-attr]
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        for n in [int(s) for s in args.sizes.split(",")]:
+            t0, load0 = time.perf_counter(), os.getloadavg()[0]
+            rows = measure(n, workdir, model, seeds, args.reps)
+            print(f"\n## scale: {n:,} memories ({time.perf_counter() - t0:.0f} s; load {load0:.1f} -> {os.getloadavg()[0]:.1f} "
+                  f"on {os.cpu_count()} cores; corpus vectors synthetic, queries through the real model)\n")  # fmt: skip
+            print("| metric | atomic-agents | baseline (same run) | target |")
+            print("|---|---|---|---|")
+            for r in rows:
+                print("| " + " | ".join(r) + " |", flush=True)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])
