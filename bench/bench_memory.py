@@ -20,7 +20,6 @@ import os
 import random
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
