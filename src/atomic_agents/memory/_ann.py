@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ def ann_threshold(explicit: int | None = None) -> int | None:
     return explicit if explicit > 0 else None
 
 
-def _index(ndim: int):  # type: ignore[no-untyped-def]
+def _index(ndim: int) -> Any:
     from usearch.index import Index  # imported only when the tier is used
 
     return Index(
@@ -56,9 +57,9 @@ def _index(ndim: int):  # type: ignore[no-untyped-def]
 class AnnIndex:
     """A usearch graph keyed by row id; either mutable (built here) or a read-only view of a file."""
 
-    def __init__(self, ndim: int, raw: object, *, view: Path | None = None) -> None:
+    def __init__(self, ndim: int, raw: Any, *, view: Path | None = None) -> None:
         self.ndim = ndim
-        self._raw = raw
+        self._raw: Any = raw
         self._view = view  # the file this is a read-only map of, or None when mutable
 
     @classmethod
@@ -96,39 +97,39 @@ class AnnIndex:
         return self._view is None
 
     def __len__(self) -> int:
-        return len(self._raw)  # type: ignore[arg-type]
+        return len(self._raw)
 
     def make_mutable(self) -> None:
         """Turn a view into an in-memory copy that can take inserts and removals."""
         if self._view is not None:
-            self._raw = self._raw.copy()  # type: ignore[attr-defined]
+            self._raw = self._raw.copy()
             self._view = None
 
     def add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
         self.make_mutable()
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
-        present = np.asarray(self._raw.contains(keys), dtype=bool).reshape(-1)  # type: ignore[attr-defined]
+        present = np.asarray(self._raw.contains(keys), dtype=np.bool_).reshape(-1)
         if present.any():
-            self._raw.remove(keys[present])  # type: ignore[attr-defined]
+            self._raw.remove(keys[present])
         parallel = len(keys) > 1024 and len(self) > _SERIAL_HEAD
-        self._raw.add(keys, np.ascontiguousarray(vectors, dtype=np.float32), threads=0 if parallel else 1)  # type: ignore[attr-defined]
+        self._raw.add(keys, np.ascontiguousarray(vectors, dtype=np.float32), threads=0 if parallel else 1)
 
     def remove(self, keys: np.ndarray) -> None:
         self.make_mutable()
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
-        present = np.asarray(self._raw.contains(keys), dtype=bool).reshape(-1)  # type: ignore[attr-defined]
+        present = np.asarray(self._raw.contains(keys), dtype=np.bool_).reshape(-1)
         if present.any():
-            self._raw.remove(keys[present])  # type: ignore[attr-defined]
+            self._raw.remove(keys[present])
 
     def search(self, query: np.ndarray, k: int) -> np.ndarray:
         """Up to ``k`` candidate keys (int64), roughly nearest first."""
         if len(self) == 0:
             return np.zeros(0, dtype=np.int64)
-        found = self._raw.search(query, min(k, len(self)), exact=False, threads=1)  # type: ignore[attr-defined]
+        found = self._raw.search(query, min(k, len(self)), exact=False, threads=1)
         return np.asarray(found.keys, dtype=np.int64)
 
     def save(self, path: Path) -> None:
-        self._raw.save(str(path))  # type: ignore[attr-defined]
+        self._raw.save(str(path))
 
     def self_check(self, keys: np.ndarray, vectors: np.ndarray) -> bool:
         """Does the graph find a few of its own vectors? A cheap guard against a garbage file."""

@@ -432,7 +432,7 @@ class VectorIndex:
             parts = tuple(str(joined).split("\x1f"))
             if len(parts) != 4:
                 raise ValueError("bad scope in vector snapshot")
-            ix._scope_codes[parts] = code  # type: ignore[index]
+            ix._scope_codes[parts] = code
         codes = np.asarray(arrays["scope"], np.int32)
         if len(codes) != len(keys) or (len(codes) and (codes.min() < 1 or codes.max() > len(ix._scope_codes))):
             raise ValueError("bad scope codes in vector snapshot")
