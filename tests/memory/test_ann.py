@@ -336,3 +336,21 @@ def test_a_reader_process_follows_a_writer_process(tmp_path: Path) -> None:
         proc.wait(timeout=60)
     assert proc.returncode == 0
     reader.close()
+
+
+def test_the_model_still_loads_after_the_graph_was_opened(tmp_path: Path) -> None:
+    """usearch's wheel exports a static libstdc++; onnxruntime loaded after it used to crash the process."""
+    code = textwrap.dedent(
+        f"""
+        from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore, embedder_from_name
+        s = SQLiteMemoryStore({str(tmp_path / "m.db")!r}, embedder=HashingEmbedder(), ann_threshold=10)
+        s.remember_many([(f"note {{i}} about deploys", None) for i in range(30)], Scope("a", "u"))
+        s.recall("deploys", Scope("a", "u"))
+        assert s._index is not None and s._index.ann is not None
+        print(embedder_from_name("minilm").embed_batch(["hello"]).shape)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "(1, 384)"

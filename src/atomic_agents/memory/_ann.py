@@ -41,10 +41,23 @@ def ann_threshold(explicit: int | None = None) -> int | None:
     return explicit if explicit > 0 else None
 
 
-def _index(ndim: int) -> Any:
-    from usearch.index import Index  # imported only when the tier is used
+def _usearch() -> Any:
+    """``usearch.index.Index``, imported only when the tier is used.
 
-    return Index(
+    onnxruntime is imported first, on purpose: the usearch wheel links libstdc++
+    statically and exports its symbols, and onnxruntime loaded *after* it binds to
+    them and crashes the process (SIGSEGV at import, usearch 2.26 / onnxruntime 1.32
+    on Linux). Loaded before, each keeps its own; the embedder needs it anyway.
+    """
+    import onnxruntime  # noqa: F401
+
+    from usearch.index import Index
+
+    return Index
+
+
+def _index(ndim: int) -> Any:
+    return _usearch()(
         ndim=ndim,
         metric="cos",
         dtype="i8",
@@ -79,8 +92,7 @@ class AnnIndex:
     @classmethod
     def open(cls, path: Path, ndim: int, count: int) -> AnnIndex | None:
         """Map ``path`` read-only; ``None`` if it is not a usearch file of ``count`` ``ndim``-vectors."""
-        from usearch.index import Index
-
+        Index = _usearch()
         try:
             meta = Index.metadata(str(path))
             if not meta or int(meta.get("dimensions", -1)) != ndim or int(meta.get("count_present", -1)) != count:
