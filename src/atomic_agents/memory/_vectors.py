@@ -193,8 +193,9 @@ class VectorIndex:
         self._bv, self._bk, self._bs, self._be = vecs, keys, codes, exp
         self._bl = np.ones(len(keys), bool)
         self._bc = np.zeros(len(keys), bool)
-        for code, count in zip(*np.unique(codes, return_counts=True), strict=True):
-            self._count[int(code)] = self._count.get(int(code), 0) + int(count)
+        counts = np.bincount(codes) if len(codes) else np.zeros(0, np.int64)
+        for code in np.flatnonzero(counts).tolist():
+            self._count[code] = self._count.get(code, 0) + int(counts[code])
         self._live_n += len(keys)
 
     def remove(self, key: int) -> None:
