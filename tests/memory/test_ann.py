@@ -354,3 +354,26 @@ def test_the_model_still_loads_after_the_graph_was_opened(tmp_path: Path) -> Non
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "(1, 384)"
+
+
+def test_a_process_with_the_tier_off_does_not_replace_the_graph_snapshot(
+    tmp_path: Path, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import atomic_agents.memory._sqlite as backend
+
+    db = tmp_path / "m.db"
+    ann, exact = _stores(db, data)
+    _fill(ann, 80)
+    ann.recall("q0", Scope("a", "u"))
+    ann.close()
+    stamp = meta_path(db).stat().st_mtime_ns
+    monkeypatch.setattr(backend, "MIN_ROWS", 1)
+    exact.recall("q0", Scope("a", "u"))  # loads without the graph; a save now would drop it
+    exact.remember("q7", None, Scope("a", "u"))
+    exact._pulled = 10**6  # as if it had pulled many rows: close() wants to refresh the snapshot
+    exact.close()
+    assert meta_path(db).stat().st_mtime_ns == stamp
+    again = _reopen(db, data)
+    again.recall("q0", Scope("a", "u"))
+    assert again._index is not None and again._index.ann is not None and not again._index.ann.mutable
+    again.close()

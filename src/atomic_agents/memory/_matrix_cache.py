@@ -61,7 +61,14 @@ def _stamp(path: Path) -> list[int]:
 
 
 def save_snapshot(db: Path, index: VectorIndex, *, model: str, epoch: str, rev: int) -> None:
-    """Write the snapshot (and the graph, if the index has one) atomically, file by file."""
+    """Write the snapshot (and the graph, if the index has one) atomically, file by file.
+
+    A process without the graph (tier off, or below the threshold) leaves alone a
+    snapshot of the same model and epoch that has one: replacing it would make every
+    process with the tier on rebuild the graph.
+    """
+    if index.ann is None and _has_graph(db, model=model, epoch=epoch):
+        return
     arrays = index.to_arrays()
     tag = f"{os.getpid()}.tmp"
     npy, meta, ann = snapshot_path(db), meta_path(db), ann_path(db)
@@ -96,6 +103,15 @@ def save_snapshot(db: Path, index: VectorIndex, *, model: str, epoch: str, rev: 
         for tmp in tmps:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+
+def _has_graph(db: Path, *, model: str, epoch: str) -> bool:
+    try:
+        with np.load(meta_path(db), allow_pickle=False) as data:
+            header = json.loads(str(data["header"]))
+        return bool(header.get("ann")) and header["model"] == model and header["epoch"] == epoch
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def load_snapshot(
