@@ -359,7 +359,7 @@ def test_the_model_still_loads_after_the_graph_was_opened(tmp_path: Path) -> Non
 def test_a_process_with_the_tier_off_does_not_replace_the_graph_snapshot(
     tmp_path: Path, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import atomic_agents.memory._sqlite as backend
+    import atomic_agents.memory._matrix_cache as cache
 
     db = tmp_path / "m.db"
     ann, exact = _stores(db, data)
@@ -367,7 +367,7 @@ def test_a_process_with_the_tier_off_does_not_replace_the_graph_snapshot(
     ann.recall("q0", Scope("a", "u"))
     ann.close()
     stamp = meta_path(db).stat().st_mtime_ns
-    monkeypatch.setattr(backend, "MIN_ROWS", 1)
+    monkeypatch.setattr(cache, "MIN_ROWS", 1)
     exact.recall("q0", Scope("a", "u"))  # loads without the graph; a save now would drop it
     exact.remember("q7", None, Scope("a", "u"))
     exact._pulled = 10**6  # as if it had pulled many rows: close() wants to refresh the snapshot

@@ -117,10 +117,10 @@ def test_four_processes_writing_at_once_lose_nothing(db: Path) -> None:
 
 
 def test_a_fresh_store_starts_from_the_vector_snapshot_and_catches_up(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import atomic_agents.memory._sqlite as backend
+    import atomic_agents.memory._matrix_cache as cache
     from atomic_agents.memory._matrix_cache import snapshot_path
 
-    monkeypatch.setattr(backend, "MIN_ROWS", 1)
+    monkeypatch.setattr(cache, "MIN_ROWS", 1)
     scope = Scope("a", "u")
     first = SQLiteMemoryStore(db, embedder=HashingEmbedder())
     old = first.remember("billing deploy failed", None, scope)
