@@ -21,9 +21,14 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+else:  # bound on first use (see _lazy): keyword search and listing never import numpy
+    from ._lazy import lazy_module
+
+    np = lazy_module("numpy", globals(), "np")
 
 from ..exceptions import StoreError
 

@@ -26,9 +26,14 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+else:  # bound on first use (see _lazy): keyword search and listing never import numpy
+    from ._lazy import lazy_module
+
+    np = lazy_module("numpy", globals(), "np")
 
 from ._ann import AnnIndex
 from ._vectors import VectorIndex

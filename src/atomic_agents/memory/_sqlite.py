@@ -22,9 +22,14 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+else:  # bound on first use (see _lazy): keyword search and listing never import numpy
+    from ._lazy import lazy_module
+
+    np = lazy_module("numpy", globals(), "np")
 
 from ..exceptions import ConflictError, EmbedderMismatchError, NotFoundError, StoreError
 from ._base import check_prune_target, check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new

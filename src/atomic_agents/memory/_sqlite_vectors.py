@@ -16,7 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+else:  # bound on first use (see _lazy): keyword search and listing never import numpy
+    from ._lazy import lazy_module
+
+    np = lazy_module("numpy", globals(), "np")
 
 from . import _matrix_cache
 from ._matrix_cache import load_snapshot, save_snapshot

@@ -28,9 +28,14 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+else:  # bound on first use (see _lazy): keyword search and listing never import numpy
+    from ._lazy import lazy_module
+
+    np = lazy_module("numpy", globals(), "np")
 
 from ._ann import AnnIndex
 
