@@ -1,0 +1,121 @@
+"""Cold start: what each command imports, observed in a fresh process's ``sys.modules`` (no timing).
+
+``--help``, the vault commands that do not embed, and the memory commands that do
+not embed (keyword search, list, get, forget, ...) must not import numpy,
+onnxruntime or the tokenizer; ``import atomic_agents.memory`` must not import the
+vault. A command that embeds is the positive control: the probe does see numpy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+MODEL = ("numpy", "onnxruntime", "tokenizers")
+
+PROBE = """
+import json, os, sys
+args = json.loads(os.environ["PROBE_ARGS"])
+code = 0
+if args is None:
+    import atomic_agents.memory
+else:
+    from atomic_agents.cli import main
+    try:
+        main(args)
+    except SystemExit as exc:
+        code = exc.code or 0
+with open(os.environ["PROBE_OUT"], "w") as fh:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, fh)
+"""
+
+
+def probe(tmp_path: Path, args: list[str] | None, **env: str) -> tuple[int, set[str]]:
+    out = tmp_path / "probe.json"
+    full_env = {**os.environ, "PYTHONPATH": str(SRC), "PROBE_ARGS": json.dumps(args), "PROBE_OUT": str(out), **env}
+    full_env.pop("ATOMIC_AGENTS_DB", None)
+    subprocess.run([sys.executable, "-c", PROBE], env=full_env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=False, timeout=120)
+    data = json.loads(out.read_text())
+    return data["code"], set(data["modules"])
+
+
+@pytest.fixture(scope="module")
+def vault_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("lazy") / "agents"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    run = [sys.executable, "-m", "atomic_agents.cli", "--agents-root", str(root)]
+    subprocess.run([*run, "vault", "init", "finance"], env=env, check=True, capture_output=True)
+    subprocess.run([*run, "vault", "new", "finance", "--type", "user", "--topic", "risk", "--name", "Risk",
+                    "--description", "Moderately risk-averse", "--source", "conversation_2026-05-06",
+                    "--confidence", "high"], env=env, check=True, capture_output=True)
+    subprocess.run([*run, "memory", "remember", "--agent-id", "a", "--user-id", "u", "deploy went green"],
+                   env={**env, "ATOMIC_AGENTS_EMBEDDER": "hashing"}, check=True, capture_output=True)
+    return root
+
+
+def test_importing_the_memory_package_loads_no_vault_and_no_model(tmp_path: Path) -> None:
+    code, mods = probe(tmp_path, None)
+    assert code == 0
+    assert "atomic_agents.memory" in mods
+    assert not {"atomic_agents.vault", "yaml", "pydantic", *MODEL} & mods
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["memory", "--help"], ["vault", "--help"], ["memory", "remember", "--help"]])
+def test_help_imports_no_model_and_no_vault(tmp_path: Path, args: list[str]) -> None:
+    code, mods = probe(tmp_path, args)
+    assert code == 0
+    assert not {"atomic_agents.vault", "atomic_agents.memory._sqlite", *MODEL} & mods
+    if len(args) == 1:  # the root parses no typed option: not even typer's pydantic-based coercion loads
+        assert "pydantic" not in mods
+
+
+VAULT_COMMANDS = [
+    ["vault", "list"],
+    ["vault", "list", "finance"],
+    ["vault", "list", "finance", "--json"],
+    ["vault", "show", "finance", "risk"],
+    ["vault", "validate", "finance"],
+    ["vault", "lint", "finance"],
+    ["vault", "index", "show", "finance"],
+    ["vault", "journal", "show", "finance"],
+]
+
+
+@pytest.mark.parametrize("args", VAULT_COMMANDS, ids=lambda a: " ".join(a))
+def test_vault_commands_import_no_model_and_no_store(tmp_path: Path, vault_root: Path, args: list[str]) -> None:
+    code, mods = probe(tmp_path, ["--agents-root", str(vault_root), *args])
+    assert "atomic_agents.vault" in mods  # the command really ran
+    assert not {*MODEL, "atomic_agents.memory._sqlite"} & mods, f"exit {code}"
+
+
+KEYWORD_COMMANDS = [
+    ["memory", "search", "--agent-id", "a", "--user-id", "u", "deploy"],
+    ["memory", "list", "--agent-id", "a", "--user-id", "u"],
+    ["memory", "get", "no-such-id"],
+    ["memory", "forget-expired"],
+    ["memory", "prune"],
+    ["memory", "export"],
+]
+
+
+@pytest.mark.parametrize("embedder", ["minilm", "hashing"])
+@pytest.mark.parametrize("args", KEYWORD_COMMANDS, ids=lambda a: " ".join(a[:2]))
+def test_memory_commands_that_do_not_embed_import_no_model(tmp_path: Path, vault_root: Path, args: list[str],
+                                                           embedder: str) -> None:
+    code, mods = probe(tmp_path, ["--agents-root", str(vault_root), *args], ATOMIC_AGENTS_EMBEDDER=embedder)
+    assert "atomic_agents.memory._sqlite" in mods  # the store was opened
+    assert not {"atomic_agents.vault", *MODEL} & mods, f"exit {code}"
+
+
+def test_the_probe_sees_numpy_when_a_command_embeds(tmp_path: Path, vault_root: Path) -> None:
+    code, mods = probe(tmp_path, ["--agents-root", str(vault_root), "memory", "recall", "--agent-id", "a",
+                                  "--user-id", "u", "deploy"], ATOMIC_AGENTS_EMBEDDER="hashing")
+    assert code == 0
+    assert "numpy" in mods and "atomic_agents.vault" not in mods
