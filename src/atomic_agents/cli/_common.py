@@ -35,6 +35,7 @@ from .._json import to_jsonable
 __all__ = [
     "Confidence",
     "DEFAULT_AGENTS_ROOT",
+    "Durability",
     "JsonFlag",
     "NoteKind",
     "NoteType",
@@ -43,6 +44,7 @@ __all__ = [
     "RunTrigger",
     "agents_root",
     "db_path",
+    "durable",
     "embedder_name",
     "emit",
     "group_options",
@@ -96,6 +98,13 @@ class RunStatus(str, enum.Enum):
     skipped = "skipped"
 
 
+class Durability(str, enum.Enum):
+    """``--durability``: ``full`` fsyncs every commit (survives a power cut); ``normal`` survives a crashed process."""
+
+    full = "full"
+    normal = "normal"
+
+
 class RunTrigger(str, enum.Enum):
     cron = "cron"
     skill = "skill"
@@ -141,6 +150,19 @@ _EMBEDDER_OPT = Annotated[
     ),
 ]
 
+_DURABILITY_OPT = Annotated[
+    Optional[Durability],
+    typer.Option(
+        "--durability",
+        help="full (default: every write is on disk before the command returns, even across a power cut) or "
+        "normal (faster; a crashed process loses nothing, a power cut may lose the last writes) "
+        "(env ATOMIC_AGENTS_DURABILITY).",
+        show_default=False,
+        case_sensitive=False,
+    ),
+]
+
+
 def _id_opt(flag: str, help: str) -> Any:
     return Annotated[Optional[str], typer.Option(flag, metavar="ID", help=help, show_default=False)]
 
@@ -151,6 +173,7 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "db": (_DB_OPT, None),
     "json": (JsonFlag, False),
     "embedder": (_EMBEDDER_OPT, None),
+    "durability": (_DURABILITY_OPT, None),
     # The ATP identity (team commands); unset ones resolve from the team config, env, .env.
     "project": (Annotated[Optional[Path], typer.Option("--project", metavar="DIR", show_default=False,
                 help="Project folder holding .claude/ and .env (default: the current folder).")], None),
@@ -258,6 +281,17 @@ def option(name: str) -> Any:
 
 def embedder_name() -> str:
     return _values().get("embedder") or os.environ.get("ATOMIC_AGENTS_EMBEDDER") or "minilm"
+
+
+def durable() -> bool:
+    """``--durability`` (else ``$ATOMIC_AGENTS_DURABILITY``, else full): whether every commit is fsynced."""
+    given = _values().get("durability")
+    name = value(given) if given is not None else (os.environ.get("ATOMIC_AGENTS_DURABILITY") or "full").strip().lower()
+    if name not in ("full", "normal"):
+        from ..exceptions import ValidationError
+
+        raise ValidationError("ATOMIC_AGENTS_DURABILITY must be full or normal", field="durability", rule="choice")
+    return name == "full"
 
 
 def wants_json() -> bool:

@@ -19,7 +19,7 @@ import typer
 
 from .._text import json_reason, parse_json
 from ..exceptions import ValidationError
-from ._common import agents_root, db_path, embedder_name, emit, err_console, group_options, shared
+from ._common import agents_root, db_path, durable, embedder_name, emit, err_console, group_options, shared
 
 if TYPE_CHECKING:
     from ..memory import MemoryStore
@@ -51,6 +51,25 @@ Filters = Annotated[
         show_default=False,
     ),
 ]
+Jsonl = Annotated[
+    str | None,
+    typer.Option("--jsonl", metavar="FILE|-", show_default=False,
+                 help="Many at once: one JSON object per line from FILE or '-' (stdin); the answers are JSON lines "
+                      "in input order. All lines are checked first: one bad line stores (or answers) nothing."),
+]
+BatchAgentId = Annotated[str | None, typer.Option("--agent-id", "--observer-id", metavar="ID", show_default=False,
+                                                 help="Agent scope (required; with --jsonl, the default of each line).")]
+BatchUserId = Annotated[str | None, typer.Option("--user-id", "--observed-id", metavar="ID", show_default=False,
+                                                help="User scope (required; with --jsonl, the default of each line).")]
+
+
+def _required(value: str | None, flag: str) -> str:
+    """A scope option that only ``--jsonl`` may leave out: missing is a usage error (exit 2), as before."""
+    if value is None:
+        raise typer.BadParameter("required (unless --jsonl lines give it).", param_hint=f"'{flag}'")
+    return value
+
+
 # The old spelling, kept so existing scripts run; not shown in --help.
 LegacyFilters = Annotated[
     str | None,
@@ -70,7 +89,7 @@ def _store(embeds: bool = False) -> Iterator[MemoryStore]:
     from ..memory import default_embedder, embedder_from_name, open_store
 
     embedder = embedder_from_name(embedder_name()) if embeds else default_embedder()
-    store = open_store(db_path(), agents_root=agents_root(), embedder=embedder)
+    store = open_store(db_path(), agents_root=agents_root(), embedder=embedder, durable=durable())
     try:
         yield store
     finally:
@@ -139,21 +158,38 @@ def _results(hits: list[Any]) -> dict[str, Any]:
 
 
 @app.command()
-@shared("agents_root", "db", "json", "embedder", always_json=True)
+@shared("agents_root", "db", "json", "embedder", "durability", always_json=True)
 def remember(
-    agent_id: AgentId,
-    user_id: UserId,
+    agent_id: BatchAgentId = None,
+    user_id: BatchUserId = None,
     content_arg: Annotated[str | None, typer.Argument(metavar="CONTENT", help="The memory text ('-' reads stdin).", show_default=False)] = None,
     content: Annotated[str | None, typer.Option("--content", "--fact", metavar="TEXT", help="The memory text.", show_default=False)] = None,
     metadata: Annotated[str | None, typer.Option("--metadata", metavar="JSON", help="Metadata as a JSON object.", show_default=False)] = None,
     ttl_ms: Annotated[int | None, typer.Option("--ttl-ms", metavar="MS", help="Expire after this many milliseconds (default: never).", show_default=False)] = None,
     org_id: OrgId = None,
     workspace_id: WorkspaceId = None,
+    jsonl: Jsonl = None,
 ) -> None:
-    """Store a memory; prints {"id": ..., "status": "remembered"}."""
+    """Store a memory; prints {"id": ..., "status": "remembered"}.
+
+    With --jsonl, one memory per line: {"content": ..., "metadata": {...}, "ttl_ms": ..., "agent_id": ...,
+    "user_id": ..., "org_id": ..., "workspace_id": ...} (options give the defaults); stored in one transaction.
+    """
     from ..memory import Scope
 
-    scope = Scope.resolve(agent_id, user_id, org_id, workspace_id)
+    if jsonl is not None:
+        from ._batch import remember_records, write_jsonl
+
+        if content_arg is not None or content is not None or metadata is not None:
+            raise ValidationError("--jsonl takes the content and metadata from its lines", field="jsonl", rule="exclusive")
+        defaults = {"agent_id": agent_id, "user_id": user_id, "org_id": org_id, "workspace_id": workspace_id,
+                    "ttl_ms": ttl_ms}
+        mems = remember_records(jsonl, defaults)  # every line checked before the store opens
+        with _store(embeds=True) as store:
+            store.load(mems)  # one transaction, one embedding pass; a scope and TTL per memory
+        write_jsonl([{"id": m.id, "status": "remembered"} for m in mems])
+        return
+    scope = Scope.resolve(_required(agent_id, "--agent-id"), _required(user_id, "--user-id"), org_id, workspace_id)
     text, meta = _text(content_arg, content, "content"), _json_object(metadata, "metadata")
     with _store(embeds=True) as store:
         mid = store.remember(text, meta, scope, ttl_ms=ttl_ms)
@@ -163,19 +199,36 @@ def remember(
 @app.command()
 @shared("agents_root", "db", "json", "embedder", always_json=True)
 def recall(
-    agent_id: AgentId,
-    user_id: UserId,
+    agent_id: BatchAgentId = None,
+    user_id: BatchUserId = None,
     query_arg: QueryArg = None,
     query: QueryOpt = None,
     limit: Limit = 5,
     org_id: OrgId = None,
     workspace_id: WorkspaceId = None,
     filters: Filters = None,
+    jsonl: Jsonl = None,
 ) -> None:
-    """Semantic recall: the closest memories by meaning, calibrated scores in [0, 1] (0.45 = relevant)."""
+    """Semantic recall: the closest memories by meaning, calibrated scores in [0, 1] (0.45 = relevant).
+
+    With --jsonl, one query per line: {"query": ..., "limit": ..., "filters": {...}} (and optionally the scope
+    fields; options, --filter included, give the defaults); one {"results": [...]} line per query, in input order.
+    """
     from ..memory import Scope
 
-    scope = Scope.resolve(agent_id, user_id, org_id, workspace_id)
+    if jsonl is not None:
+        from ._batch import recall_requests, write_jsonl
+
+        if query_arg is not None or query is not None:
+            raise ValidationError("--jsonl takes the queries from its lines", field="jsonl", rule="exclusive")
+        defaults = {"agent_id": agent_id, "user_id": user_id, "org_id": org_id, "workspace_id": workspace_id,
+                    "limit": limit, "filters": _filters(filters)}
+        requests = recall_requests(jsonl, defaults)  # every line checked before the store opens
+        with _store(embeds=True) as store:
+            answers = [_results(store.recall(q, sc, lim, flt)) for q, sc, lim, flt in requests]
+        write_jsonl(answers)
+        return
+    scope = Scope.resolve(_required(agent_id, "--agent-id"), _required(user_id, "--user-id"), org_id, workspace_id)
     text, where = _text(query_arg, query, "query"), _filters(filters)  # checked before the store opens
     with _store(embeds=True) as store:
         hits = store.recall(text, scope, limit, where)
@@ -282,7 +335,7 @@ def get(
 
 
 @app.command()
-@shared("agents_root", "db", "json", "embedder", always_json=True)
+@shared("agents_root", "db", "json", "embedder", "durability", always_json=True)
 def edit(
     memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id.")],
     content: Annotated[str | None, typer.Option("--content", "--fact", metavar="TEXT", help="New text (re-embedded).", show_default=False)] = None,
@@ -301,7 +354,7 @@ def edit(
 
 
 @app.command()
-@shared("agents_root", "db", "json", always_json=True)
+@shared("agents_root", "db", "json", "durability", always_json=True)
 def forget(
     memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id.")],
 ) -> None:
@@ -312,7 +365,7 @@ def forget(
 
 
 @app.command("forget-expired")
-@shared("agents_root", "db", "json", always_json=True)
+@shared("agents_root", "db", "json", "durability", always_json=True)
 def forget_expired(
     agent_id: OptAgentId = None,
     user_id: OptUserId = None,
@@ -328,7 +381,7 @@ def forget_expired(
 
 
 @app.command()
-@shared("agents_root", "db", "json", always_json=True)
+@shared("agents_root", "db", "json", "durability", always_json=True)
 def prune(
     agent_id: OptAgentId = None,
     user_id: OptUserId = None,
@@ -366,7 +419,7 @@ def health(
 
 
 @app.command()
-@shared("agents_root", "db", "json", always_json=True)
+@shared("agents_root", "db", "json", "durability", always_json=True)
 def vacuum(
 ) -> None:
     """Compact the store (FTS optimise, VACUUM, WAL checkpoint)."""
@@ -397,7 +450,7 @@ def export(
 
 
 @app.command("import")
-@shared("agents_root", "db", "json", "embedder", always_json=True)
+@shared("agents_root", "db", "json", "embedder", "durability", always_json=True)
 def import_(
     source: Annotated[Path, typer.Argument(metavar="FILE", help="A JSONL export ('-' reads stdin).")],
 ) -> None:
@@ -410,7 +463,7 @@ def import_(
 
 
 @app.command()
-@shared("agents_root", "db", "json", "embedder", always_json=True)
+@shared("agents_root", "db", "json", "embedder", "durability", always_json=True)
 def reindex(
 ) -> None:
     """Re-embed memories with the current embedder (after a model change). Shows progress on stderr."""

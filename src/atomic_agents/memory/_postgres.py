@@ -193,7 +193,9 @@ class PostgresMemoryStore:
     persistent = True
     backend = "postgres"
 
-    def __init__(self, dsn: str, *, embedder: Embedder, pool_size: int = 4, connect_timeout: float = 30.0) -> None:
+    def __init__(
+        self, dsn: str, *, embedder: Embedder, pool_size: int = 4, connect_timeout: float = 30.0, durable: bool = True
+    ) -> None:
         try:
             import psycopg
             from pgvector.psycopg import register_vector
@@ -210,8 +212,12 @@ class PostgresMemoryStore:
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the memory store at {self.path}: {self._reason(exc)}") from None
 
+        self.durable = durable
+
         def configure(conn: Any) -> None:
             register_vector(conn)
+            if not durable:  # commits return before the WAL is flushed; a crash loses no consistency
+                conn.execute("SET synchronous_commit = off")
 
         self._pool = ConnectionPool(
             dsn,

@@ -187,6 +187,7 @@ class SQLiteMemoryStore(SQLiteVectorSync, SQLiteLeases):
         self.embedder = embedder
         self._lock = threading.RLock()
         self._conn = connect(self.path, durable=durable)
+        self.durable = durable
         ensure_schema(self._conn, embedder.model_id, embedder.dimension)
         self._index: VectorIndex | None = None
         self._index_model: str | None = None

@@ -154,11 +154,17 @@ def open_store(
     *,
     agents_root: str | os.PathLike[str] | None = None,
     embedder: Embedder | None = None,
+    durable: bool = True,
 ) -> MemoryStore:
     """Open (creating if needed) the store ``path`` names, with the default embedder.
 
     A ``postgresql://`` DSN (argument or ``$ATOMIC_AGENTS_DB``) opens the shared
     PostgreSQL store (the ``postgres`` extra); anything else is a SQLite file.
+    ``durable=True`` (the default): a write that returned survives a power cut
+    (SQLite ``synchronous=FULL``; PostgreSQL ``synchronous_commit`` as the server
+    sets it). ``durable=False``: faster writes that survive a crashed process but
+    may lose the last commits on power loss (SQLite ``NORMAL``; PostgreSQL
+    ``synchronous_commit=off`` for this store's sessions).
 
     >>> store = open_store("/tmp/m.db")  # doctest: +SKIP
     >>> store = open_store("postgresql://agents@db.internal/memory")  # doctest: +SKIP
@@ -170,11 +176,11 @@ def open_store(
     if isinstance(target, str) and _is_dsn(target):
         from ._postgres import PostgresMemoryStore
 
-        return PostgresMemoryStore(target, embedder=emb)
+        return PostgresMemoryStore(target, embedder=emb, durable=durable)
     from ._sqlite import SQLiteMemoryStore
 
     db = _checked_db_path(path, agents_root)
-    return SQLiteMemoryStore(db, embedder=emb)
+    return SQLiteMemoryStore(db, embedder=emb, durable=durable)
 
 
 def _is_dsn(target: str) -> bool:
