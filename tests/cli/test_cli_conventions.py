@@ -150,7 +150,8 @@ def test_location_options_are_declared_once_and_offered_everywhere() -> None:
 
 def test_embedder_only_on_commands_that_embed() -> None:
     with_embedder = {p[1] for p, c in LEAVES if p[0] == "memory" and "--embedder" in _opts(c)}
-    assert with_embedder == {"remember", "recall", "search-semantic", "search-hybrid", "edit", "import", "reindex", "health"}
+    assert with_embedder == {"remember", "recall", "search-semantic", "search-hybrid", "edit", "import", "reindex", "health",
+                             "export"}  # export --with-vectors labels the vectors with the model id
     # serve's tools embed (remember, recall); the bridge's commands embed too: mirroring notes,
     # searching them, recalling for a context; the memory daemon loads the model its commands use
     others = {p for p, c in LEAVES if p[0] != "memory" and "--embedder" in _opts(c)}

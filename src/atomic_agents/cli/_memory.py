@@ -428,24 +428,26 @@ def vacuum(
 
 
 @app.command()
-@shared("agents_root", "db", "json", always_json=True)
+@shared("agents_root", "db", "json", "embedder", always_json=True)
 def export(
     output: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE", help="JSONL file to write (default: stdout).", show_default=False)] = None,
     agent_id: OptAgentId = None,
     user_id: OptUserId = None,
     org_id: OptOrgId = None,
     workspace_id: OptWorkspaceId = None,
+    with_vectors: Annotated[bool, typer.Option("--with-vectors", help="Also write each memory's vector (with the model id and dimension), so an import into a store with the same model embeds nothing.")] = False,
 ) -> None:
     """Write every memory (forgotten and expired included) as JSONL, for backup or another backend."""
     from ..memory import ScopeFilter, export_jsonl
 
     scope = ScopeFilter(agent_id, user_id, org_id, workspace_id)
-    with _store(embeds=False) as store:
+    # With vectors, the store's model id labels them: the embedder the options name (never loaded here).
+    with _store(embeds=with_vectors) as store:
         if output is None:
-            n = export_jsonl(store, sys.stdout, scope)
+            n = export_jsonl(store, sys.stdout, scope, with_vectors=with_vectors)
             err_console().print(f"exported {n} memories")
             return
-        n = export_jsonl(store, output, scope)
+        n = export_jsonl(store, output, scope, with_vectors=with_vectors)
     emit({"status": "ok", "exported": n, "path": str(output)}, True)
 
 
@@ -457,9 +459,18 @@ def import_(
     """Load a JSONL export; ids already present are skipped. Shows progress on stderr."""
     from ..memory import import_jsonl
 
+    details: dict[str, Any] = {}
     with _store(embeds=True) as store, _bar("importing") as progress:
-        imported, skipped = import_jsonl(store, sys.stdin if str(source) == "-" else source, progress=progress)
-    emit({"status": "ok", "imported": imported, "skipped": skipped}, True)
+        imported, skipped = import_jsonl(store, sys.stdin if str(source) == "-" else source, progress=progress,
+                                         details=details)
+        model = store.embedder.model_id
+    out: dict[str, Any] = {"status": "ok", "imported": imported, "skipped": skipped}
+    if details.get("with_vectors"):  # the file carried vectors: say whether they were used
+        out.update(vectors_reused=details["vectors_reused"], reembedded=details["reembedded"])
+        if details["other_models"]:
+            err_console().print(f"the export's vectors are from {', '.join(details['other_models'])}, not this store's "
+                                f"{model}: re-embedded {details['reembedded']} memories")
+    emit(out, True)
 
 
 @app.command()

@@ -129,3 +129,30 @@ def metadata_matches(metadata: Mapping[str, Any], filters: Mapping[str, Any]) ->
         if type(have) is not type(want) or have != want:
             return False
     return True
+
+
+def given_vectors(
+    vectors: Mapping[str, Any] | None, live: Sequence[Memory], dimension: int
+) -> dict[str, np.ndarray]:
+    """The caller's vectors for ``live`` memories (``load(vectors=...)``), checked: right dimension, finite, unit length.
+
+    The caller vouches that they come from the store's own embedder (``import_jsonl``
+    passes only vectors exported under the same model id and for the same content).
+    """
+    if not vectors:
+        return {}
+    out: dict[str, np.ndarray] = {}
+    for m in live:
+        v = vectors.get(m.id)
+        if v is None:
+            continue
+        arr = np.asarray(v, dtype=np.float32).reshape(-1)
+        if arr.shape != (dimension,):
+            raise ValidationError(f"the vector of {m.id} has {arr.size} values, not {dimension}", field="vector",
+                                  rule="dimension", record=m.id)
+        norm = float(np.linalg.norm(arr))
+        if not np.isfinite(arr).all() or abs(norm - 1.0) > 1e-3:
+            raise ValidationError(f"the vector of {m.id} is not a finite unit vector", field="vector",
+                                  rule="unit-vector", record=m.id)
+        out[m.id] = arr
+    return out

@@ -30,7 +30,16 @@ else:  # bound on first use (see _lazy): keyword search and listing never import
     np = lazy_module("numpy", globals(), "np")
 
 from ..exceptions import ConflictError, EmbedderMismatchError, NotFoundError, ValidationError
-from ._base import check_prune_target, check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new
+from ._base import (
+    check_prune_target,
+    check_scope,
+    check_scope_filter,
+    embed_texts,
+    given_vectors,
+    metadata_matches,
+    prepare_edit,
+    prepare_new,
+)
 from ._embed import Embedder, HashingEmbedder, content_hash
 from ._leases import Fence, Lease, check_fence, check_lease_args, held_error
 from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_id, check_limit, check_query
@@ -380,12 +389,28 @@ class InMemoryMemoryStore:
         sf = check_scope_filter(scope)
         yield from [m for m in self._mems.values() if sf.matches(m.scope_key())]
 
-    def load(self, memories: Iterable[Memory], *, progress: Progress | None = None) -> tuple[int, int]:
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        out = {}
+        for mid in ids:
+            m, entry = self._mems.get(mid), self._vecs.get(mid)
+            if m is not None and entry is not None and entry[0] == self.embedder.model_id and entry[1] == content_hash(m.content):
+                out[mid] = entry[2]
+        return out
+
+    def load(
+        self,
+        memories: Iterable[Memory],
+        *,
+        progress: Progress | None = None,
+        vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> tuple[int, int]:
         mems = list(memories)
         for m in mems:  # all checked before any is kept: all or nothing, like SQLite
             check_no_secrets(m.content, m.metadata, record=m.id, scope=m)
         fresh = list({m.id: m for m in mems if m.id not in self._mems}.values())
-        vecs = {m.id: self._vector(m.content) for m in fresh if m.deleted_at is None}
+        live = [m for m in fresh if m.deleted_at is None]
+        given = given_vectors(vectors, live, self.embedder.dimension)
+        vecs = {m.id: (content_hash(m.content), given[m.id]) if m.id in given else self._vector(m.content) for m in live}
         with self._lock:
             for m in fresh:
                 self._mems[m.id] = m

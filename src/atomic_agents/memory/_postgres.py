@@ -31,7 +31,16 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..exceptions import ConflictError, EmbedderMismatchError, NotFoundError, StoreError
-from ._base import check_prune_target, check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new
+from ._base import (
+    check_prune_target,
+    check_scope,
+    check_scope_filter,
+    embed_texts,
+    given_vectors,
+    metadata_matches,
+    prepare_edit,
+    prepare_new,
+)
 from ._embed import Embedder, content_hash
 from ._leases import Fence, Lease, check_fence, check_lease_args, held_error
 from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_id, check_limit, check_query
@@ -809,7 +818,27 @@ class PostgresMemoryStore:
                 yield _memory(row)
             last = rows[-1][0]
 
-    def load(self, memories: Iterable[Memory], *, progress: Progress | None = None) -> tuple[int, int]:
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The current embedder's vectors of these memories, where one matches the content (for an export)."""
+        out: dict[str, np.ndarray] = {}
+        ids = list(ids)
+        for start in range(0, len(ids), 5000):
+            for mid, h, content, vec in self._read(
+                "SELECT id, content_hash, content, embedding FROM memories WHERE id = ANY(%s)"
+                " AND embedder = %s AND embedding IS NOT NULL",
+                [ids[start : start + 5000], self.embedder.model_id],
+            ):
+                if h == content_hash(content):
+                    out[mid] = _np(vec)
+        return out
+
+    def load(
+        self,
+        memories: Iterable[Memory],
+        *,
+        progress: Progress | None = None,
+        vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> tuple[int, int]:
         """Insert exported memories keeping ids and times; ids already present are skipped.
 
         Returns ``(imported, skipped)``. All or nothing: every memory is checked and
@@ -825,9 +854,12 @@ class PostgresMemoryStore:
             have.update(r[0] for r in self._read("SELECT id FROM memories WHERE id = ANY(%s)", [ids[start : start + 5000]]))
         fresh = list({m.id: m for m in mems if m.id not in have}.values())
         live = [m for m in fresh if m.deleted_at is None]
+        given = given_vectors(vectors, live, self.embedder.dimension)
+        todo = [m for m in live if m.id not in given]
         total = len(mems)
-        vectors = self._vectors_for([m.content for m in live], progress=(lambda n: progress(n, total)) if progress else None)
-        vecs = dict(zip((m.id for m in live), vectors, strict=True))
+        embedded = self._vectors_for([m.content for m in todo], progress=(lambda n: progress(n, total)) if progress else None)
+        vecs = dict(zip((m.id for m in todo), embedded, strict=True))
+        vecs.update((m.id, (content_hash(m.content), given[m.id])) for m in live if m.id in given)
         rows = []
         for m in fresh:
             h, v = vecs.get(m.id, (content_hash(m.content), None))
@@ -845,7 +877,7 @@ class PostgresMemoryStore:
 
         imported = self._run(tx, write=True) if rows else 0
         if progress is not None:
-            progress(total - len(live), total)
+            progress(total - len(todo), total)
         return imported, total - imported
 
     def close(self) -> None:

@@ -32,7 +32,16 @@ else:  # bound on first use (see _lazy): keyword search and listing never import
     np = lazy_module("numpy", globals(), "np")
 
 from ..exceptions import ConflictError, EmbedderMismatchError, NotFoundError, StoreError
-from ._base import check_prune_target, check_scope, check_scope_filter, embed_texts, metadata_matches, prepare_edit, prepare_new
+from ._base import (
+    check_prune_target,
+    check_scope,
+    check_scope_filter,
+    embed_texts,
+    given_vectors,
+    metadata_matches,
+    prepare_edit,
+    prepare_new,
+)
 from ._embed import Embedder, content_hash
 from ._leases import Fence, check_fence
 from ._sqlite_leases import SQLiteLeases, lease_row
@@ -772,12 +781,33 @@ class SQLiteMemoryStore(SQLiteVectorSync, SQLiteLeases):
                 yield _memory(row)
             last = rows[-1][0]
 
-    def load(self, memories: Iterable[Memory], *, progress: Progress | None = None) -> tuple[int, int]:
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The current embedder's vectors of these memories, where one matches the content (for an export)."""
+        out: dict[str, np.ndarray] = {}
+        ids = list(ids)
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            for mid, h, content, blob in self._read(
+                f"SELECT id, content_hash, content, embedding FROM memories WHERE id IN ({','.join('?' * len(part))})"
+                " AND embedder = ? AND embedding IS NOT NULL",
+                [*part, self.embedder.model_id],
+            ):
+                if h == content_hash(content):
+                    out[mid] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def load(
+        self,
+        memories: Iterable[Memory],
+        *,
+        progress: Progress | None = None,
+        vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> tuple[int, int]:
         """Insert exported memories keeping ids and times; ids already present are skipped.
 
         Returns ``(imported, skipped)``. All or nothing: every memory is checked and
-        every live one embedded (or given an equal-content vector) first, then all
-        rows go in one transaction.
+        every live one embedded (or given an equal-content vector, or the caller's
+        ``vectors[id]`` from this store's model) first, then all rows go in one transaction.
         """
         mems = list(memories)
         for m in mems:
@@ -789,11 +819,14 @@ class SQLiteMemoryStore(SQLiteVectorSync, SQLiteLeases):
             have.update(r[0] for r in self._read(f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(part))})", part))
         fresh = list({m.id: m for m in mems if m.id not in have}.values())
         live = [m for m in fresh if m.deleted_at is None]
+        given = given_vectors(vectors, live, self.embedder.dimension)
+        todo = [m for m in live if m.id not in given]
         total = len(mems)
-        vectors = self._vectors_for(
-            [m.content for m in live], progress=(lambda n: progress(n, total)) if progress else None
+        embedded = self._vectors_for(
+            [m.content for m in todo], progress=(lambda n: progress(n, total)) if progress else None
         )
-        vecs = dict(zip((m.id for m in live), vectors, strict=True))
+        vecs = dict(zip((m.id for m in todo), embedded, strict=True))
+        vecs.update((m.id, (content_hash(m.content), given[m.id])) for m in live if m.id in given)
 
         def tx(c: sqlite3.Connection) -> int:
             rev = _next_rev(c)
@@ -809,7 +842,7 @@ class SQLiteMemoryStore(SQLiteVectorSync, SQLiteLeases):
             imported = write_txn(self._conn, tx) if fresh else 0
             self._after_write()
         if progress is not None:
-            progress(total - len(live), total)
+            progress(total - len(todo), total)
         return imported, total - imported
 
     def close(self) -> None:

@@ -14,11 +14,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._embed import Embedder, default_embedder
 from ._leases import Fence, Lease
 from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["UNSET", "MemoryStore", "Progress", "default_db_path", "open_store"]
 
@@ -135,7 +138,19 @@ class MemoryStore(Protocol):
 
     def dump(self, scope: ScopeFilter | None = None) -> Iterator[Memory]: ...
 
-    def load(self, memories: Iterable[Memory], *, progress: Progress | None = None) -> tuple[int, int]: ...
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The current embedder's vectors of these memories (those whose vector matches their content)."""
+        ...
+
+    def load(
+        self,
+        memories: Iterable[Memory],
+        *,
+        progress: Progress | None = None,
+        vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> tuple[int, int]:
+        """Insert exported memories keeping ids and times; ``vectors[id]`` (this store's model) skips embedding."""
+        ...
 
     def close(self) -> None: ...
 

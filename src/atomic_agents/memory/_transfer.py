@@ -1,44 +1,68 @@
 """Export and import memories as JSONL: one memory per line, every field, any backend.
 
 A backup includes forgotten and expired memories (they are part of the store's
-history); vectors are not exported, since the importing store embeds with its own model.
+history). By default vectors are not exported: the importing store embeds with its
+own model. ``with_vectors=True`` adds each memory's vector, labelled with the model
+id, the dimension and the hash of the content it was computed from::
 
->>> n = export_jsonl(store, "backup.jsonl")            # doctest: +SKIP
->>> imported, skipped = import_jsonl(other, "backup.jsonl")  # doctest: +SKIP
+    "vector": {"model": "all-MiniLM-L6-v2-onnx-int8", "dimension": 384,
+               "content_hash": "...", "f32": "<base64 of little-endian float32>"}
+
+An import into a store with the same model (and dimension) uses them and embeds
+nothing; under another model, or where the content no longer has that hash, the
+memory is re-embedded and the import says how many (``details``).
+
+>>> n = export_jsonl(store, "backup.jsonl", with_vectors=True)  # doctest: +SKIP
+>>> imported, skipped = import_jsonl(other, "backup.jsonl")     # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 from .._text import decode_lines, parse_json
 from ..exceptions import EncodingError, NotFoundError, SecretRejectedError, ValidationError
 from ._base import check_scope_filter
+from ._embed import content_hash
 from ._models import Memory, ScopeFilter
 from ._store import MemoryStore, Progress
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # bound on first use (see _lazy): an export without vectors never imports numpy
+    from ._lazy import lazy_module
+
+    np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["export_jsonl", "import_jsonl"]
 
 
 def export_jsonl(
-    store: MemoryStore, target: str | os.PathLike[str] | IO[str], scope: ScopeFilter | None = None
+    store: MemoryStore,
+    target: str | os.PathLike[str] | IO[str],
+    scope: ScopeFilter | None = None,
+    *,
+    with_vectors: bool = False,
 ) -> int:
     """Write every memory in ``scope`` to ``target`` (path or text file); returns the count.
 
     A path is written to a temporary file and renamed, so a crash never leaves half a backup.
+    ``with_vectors``: add each memory's vector (see the module doc).
     """
     sf = check_scope_filter(scope)
     if hasattr(target, "write"):
-        return _write(store, target, sf)  # type: ignore[arg-type]
+        return _write(store, target, sf, with_vectors)  # type: ignore[arg-type]
     path = Path(target)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
-            n = _write(store, fh, sf)
+            n = _write(store, fh, sf, with_vectors)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -48,16 +72,64 @@ def export_jsonl(
     return n
 
 
-def _write(store: MemoryStore, fh: IO[str], scope: ScopeFilter) -> int:
+def _write(store: MemoryStore, fh: IO[str], scope: ScopeFilter, with_vectors: bool = False) -> int:
     n = 0
+    if not with_vectors:
+        for mem in store.dump(scope):
+            fh.write(json.dumps(mem.to_dict(), ensure_ascii=False) + "\n")
+            n += 1
+        return n
+    model, dim = store.embedder.model_id, store.embedder.dimension
+    batch: list[Memory] = []
+
+    def flush() -> None:
+        vecs = store.stored_vectors([m.id for m in batch])
+        for mem in batch:
+            row: dict[str, Any] = mem.to_dict()
+            vec = vecs.get(mem.id)
+            if vec is not None:
+                row["vector"] = {"model": model, "dimension": dim, "content_hash": content_hash(mem.content),
+                                 "f32": base64.b64encode(np.asarray(vec, dtype="<f4").tobytes()).decode("ascii")}
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        batch.clear()
+
     for mem in store.dump(scope):
-        fh.write(json.dumps(mem.to_dict(), ensure_ascii=False) + "\n")
+        batch.append(mem)
         n += 1
+        if len(batch) >= 500:
+            flush()
+    flush()
     return n
 
 
-def _records(fh: IO[str] | IO[bytes], source: str) -> Iterator[tuple[int, Memory]]:
-    """(line number, memory) for every non-blank line; the first bad line raises, naming it."""
+def _vector(data: object, lineno: int, source: str) -> tuple[str, int, str, bytes] | None:
+    """``(model, dimension, content hash, float32 bytes)`` of a record's ``vector`` field, checked for form."""
+    if data is None:
+        return None
+
+    def bad(why: str) -> ValidationError:
+        return ValidationError(f"line {lineno}: vector {why}", path=source, field="vector", rule="jsonl")
+
+    if not isinstance(data, dict):
+        raise bad("is not a JSON object")
+    model, dim, h, f32 = data.get("model"), data.get("dimension"), data.get("content_hash"), data.get("f32")
+    if not isinstance(model, str) or not model or len(model) > 200:
+        raise bad("has no model id")
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 0 < dim <= 65536:
+        raise bad("has no valid dimension")
+    if not isinstance(h, str) or not isinstance(f32, str):
+        raise bad("needs content_hash and f32 strings")
+    try:
+        raw = base64.b64decode(f32, validate=True)
+    except (binascii.Error, ValueError):
+        raise bad("f32 is not base64") from None
+    if len(raw) != 4 * dim:
+        raise bad(f"f32 holds {len(raw) // 4} values, not {dim}")
+    return model, dim, h, raw
+
+
+def _records(fh: IO[str] | IO[bytes], source: str) -> Iterator[tuple[int, Memory, tuple[str, int, str, bytes] | None]]:
+    """(line number, memory, vector) for every non-blank line; the first bad line raises, naming it."""
     for lineno, line in decode_lines(fh, path=source):
         if isinstance(line, EncodingError):
             raise line  # names the file and the line; nothing has been written yet
@@ -70,17 +142,24 @@ def _records(fh: IO[str] | IO[bytes], source: str) -> Iterator[tuple[int, Memory
             mem = Memory.from_dict(data)
         except ValidationError as exc:
             raise ValidationError(f"line {lineno}: {exc.message}", path=source, field=exc.field, rule=exc.rule) from None
-        yield lineno, mem
+        yield lineno, mem, _vector(data.get("vector"), lineno, source)
 
 
 def import_jsonl(
-    store: MemoryStore, source: str | os.PathLike[str] | IO[str], *, progress: Progress | None = None
+    store: MemoryStore,
+    source: str | os.PathLike[str] | IO[str],
+    *,
+    progress: Progress | None = None,
+    details: dict[str, Any] | None = None,
 ) -> tuple[int, int]:
     """Load an export into ``store``; ids already present are skipped. Returns ``(imported, skipped)``.
 
     All or nothing: the whole file is read and every record checked (JSON, field
-    types, finite non-negative times, secrets, scope ids) before anything is
-    written; the first bad record raises :class:`ValidationError` naming its line.
+    types, finite non-negative times, secrets, scope ids, vector form) before
+    anything is written; the first bad record raises :class:`ValidationError` naming its line.
+    Exported vectors of the store's own model are used as they are; the rest is embedded.
+    ``details`` (a dict, if given) receives ``with_vectors`` (records that carried one),
+    ``vectors_reused``, ``reembedded`` and ``other_models`` (model ids not this store's).
     """
     from ._secrets import check_no_secrets
 
@@ -96,10 +175,31 @@ def import_jsonl(
             raise NotFoundError(f"no such file: {name}", path=name) from None
         except OSError as exc:
             raise ValidationError(f"cannot read the file ({exc.strerror})", path=name, rule="io") from None
-    for lineno, mem in records:
+    for lineno, mem, _ in records:
         try:
             check_no_secrets(mem.content, mem.metadata, record=mem.id, scope=mem)
         except SecretRejectedError as exc:
             raise SecretRejectedError(exc.pattern, field=exc.field or "content", record=mem.id, path=f"{name}:{lineno}") from None
     total = len(records)
-    return store.load([m for _, m in records], progress=(lambda n, _t: progress(n, total)) if progress else None)
+    model, dim = store.embedder.model_id, store.embedder.dimension
+    reuse: dict[str, np.ndarray] = {}
+    carried, others = 0, set()
+    for lineno, mem, vec in records:
+        if vec is None:
+            continue
+        carried += 1
+        v_model, v_dim, v_hash, raw = vec
+        if v_model != model or v_dim != dim:
+            others.add(v_model)
+        elif v_hash == content_hash(mem.content) and mem.deleted_at is None:
+            arr = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+            if not np.isfinite(arr).all() or abs(float(np.linalg.norm(arr)) - 1.0) > 1e-3:
+                raise ValidationError(f"line {lineno}: vector is not a finite unit vector", path=name, field="vector",
+                                      rule="jsonl")
+            reuse[mem.id] = arr
+    if details is not None:
+        live = sum(1 for _, m, _ in records if m.deleted_at is None)
+        details.update(with_vectors=carried, vectors_reused=len(reuse), reembedded=max(0, live - len(reuse)),
+                       other_models=sorted(others))
+    return store.load([m for _, m, _ in records], progress=(lambda n, _t: progress(n, total)) if progress else None,
+                      vectors=reuse)
