@@ -23,13 +23,14 @@ from typing import IO, Any
 from .._json import to_jsonable
 from .._text import decode_lines, parse_json
 from ..exceptions import EncodingError, NotFoundError, SecretRejectedError, ValidationError
+from ..memory._secrets import find_secret
 
 __all__ = ["read_jsonl", "recall_requests", "remember_records", "write_jsonl"]
 
 SCOPE_FIELDS = ("agent_id", "user_id", "org_id", "workspace_id")
 REMEMBER_FIELDS = frozenset({"content", "fact", "metadata", "ttl_ms", *SCOPE_FIELDS})
 RECALL_FIELDS = frozenset({"query", "topic", "limit", "top_k", "filters", *SCOPE_FIELDS})
-_NAMEABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+_NAMEABLE = re.compile(r"[a-z_][a-z0-9_]{0,31}")  # a misspelt field name; anything else may be pasted text
 
 
 def _source_name(source: str) -> str:
@@ -65,7 +66,7 @@ def read_jsonl(source: str, allowed: frozenset[str]) -> list[tuple[int, dict[str
             raise ValidationError(f"line {lineno}: not a JSON object", path=name, rule="jsonl")
         for key in data:
             if key not in allowed:  # a key is named only if it looks like a field name, not like pasted text
-                shown = key if _NAMEABLE.fullmatch(key) else None
+                shown = key if _NAMEABLE.fullmatch(key) and find_secret(key) is None else None
                 raise ValidationError(
                     f"line {lineno}: unknown field {shown!r}" if shown else f"line {lineno}: an unknown field",
                     path=name, field=shown, rule="jsonl",

@@ -1,0 +1,286 @@
+"""``memory remember --jsonl`` / ``memory recall --jsonl``, ``--durability``, ``export --with-vectors`` on the CLI.
+
+In-process runs of the real command line on a real SQLite file with the fake
+embedder; ``HashingEmbedder.embed_batch`` is wrapped to count what gets embedded.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from atomic_agents.cli import main
+from atomic_agents.memory import HashingEmbedder, SQLiteMemoryStore
+
+SCOPE = ["--agent-id", "builder", "--user-id", "alice", "--org-id", "acme", "--workspace-id", "acme/web"]
+SECRET = "AKIAIOSFODNN7EXAMPLE"
+
+
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str,
+        stdin: bytes | None = None) -> tuple[int, str, str]:
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["memory", *args])
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err
+
+
+def lines(out: str) -> list[Any]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def jsonl(*rows: Any) -> bytes:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows).encode()
+
+
+@pytest.fixture
+def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Each ``embed_batch`` call's texts (the real fake embedder underneath)."""
+    monkeypatch.setenv("ATOMIC_AGENTS_EMBEDDER", "hashing")
+    monkeypatch.setenv("ATOMIC_AGENTS_DB", str(tmp_path / "memory.db"))
+    monkeypatch.delenv("ATOMIC_AGENTS_DURABILITY", raising=False)
+    seen: list[list[str]] = []
+    real = HashingEmbedder.embed_batch
+
+    def counting(self: HashingEmbedder, texts: Sequence[str]) -> np.ndarray:
+        seen.append(list(texts))
+        return real(self, texts)
+
+    monkeypatch.setattr(HashingEmbedder, "embed_batch", counting)
+    return seen
+
+
+def stored(tmp_path: Path) -> list[tuple[str, str]]:
+    if not (tmp_path / "memory.db").exists():
+        return []
+    with sqlite3.connect(tmp_path / "memory.db") as c:
+        return c.execute("SELECT user_id, content FROM memories ORDER BY seq").fetchall()
+
+
+# ------------------------------------------------------------------ remember --jsonl
+def test_remember_jsonl_stores_every_line_in_order_with_one_embedding_batch(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, calls: list[list[str]], tmp_path: Path
+) -> None:
+    data = jsonl({"content": "billing deploy went green", "metadata": {"goal_id": "g1"}}, "",
+                 {"content": "cat on the sofa", "user_id": "bob"}, {"fact": "legacy spelling", "ttl_ms": 60000})
+    code, out, _ = run(capsys, monkeypatch, "remember", "--jsonl", "-", *SCOPE, stdin=data)
+    assert code == 0
+    answers = lines(out)
+    assert [a["status"] for a in answers] == ["remembered"] * 3 and len({a["id"] for a in answers}) == 3
+    assert calls == [["billing deploy went green", "cat on the sofa", "legacy spelling"]]  # one batch
+    assert stored(tmp_path) == [("alice", "billing deploy went green"), ("bob", "cat on the sofa"), ("alice", "legacy spelling")]
+    store = SQLiteMemoryStore(tmp_path / "memory.db", embedder=HashingEmbedder())
+    first, third = store.get(answers[0]["id"]), store.get(answers[2]["id"])
+    assert first.metadata["goal_id"] == "g1" and first.workspace_id == "acme/web" and first.expires_at is None
+    assert third.expires_at is not None  # the line's ttl_ms
+    store.close()
+
+
+def test_remember_jsonl_reads_a_file_too(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                         calls: list[list[str]], tmp_path: Path) -> None:
+    src = tmp_path / "batch.jsonl"
+    src.write_bytes(jsonl({"content": "one"}, {"content": "two"}))
+    code, out, _ = run(capsys, monkeypatch, "remember", "--jsonl", str(src), *SCOPE)
+    assert code == 0 and len(lines(out)) == 2 and [c for _, c in stored(tmp_path)] == ["one", "two"]
+    code, out, err = run(capsys, monkeypatch, "remember", "--jsonl", str(tmp_path / "missing.jsonl"), *SCOPE)
+    assert code == 1 and lines(out)[0]["error"] == "NotFoundError" and "missing.jsonl" in err
+
+
+@pytest.mark.parametrize(
+    ("bad", "field", "words"),
+    [
+        ('{"content": "x", "metadata": [1]}', "metadata", "line 3"),
+        ('{"content": ""}', "content", "line 3"),
+        ('{"metadata": {}}', "content", "line 3"),
+        ('{"content": "x", "ttl_ms": -5}', "ttl_ms", "line 3"),
+        ('{"content": "x", "ttl_ms": "soon"}', "ttl_ms", "line 3"),
+        ('{"content": "x", "agent_id": ""}', "agent_id", "line 3"),
+        ('{"content": "x", "contnt": "typo"}', "contnt", "line 3"),
+        ('["not", "an", "object"]', None, "line 3"),
+        ("{not json", None, "line 3"),
+    ],
+)
+def test_remember_jsonl_one_bad_line_stores_nothing_and_names_line_and_field(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, calls: list[list[str]], tmp_path: Path,
+    bad: str, field: str | None, words: str
+) -> None:
+    data = jsonl({"content": "fine one"}, {"content": "fine two"}, bad, {"content": "after"})
+    code, out, err = run(capsys, monkeypatch, "remember", "--jsonl", "-", *SCOPE, stdin=data)
+    assert code == 1 and "Traceback" not in err
+    error = lines(out)[0]
+    assert words in error["message"] and error.get("field") == field and error["path"] == "<stdin>"
+    assert stored(tmp_path) == [] and calls == []  # checked before the store opened: nothing embedded or kept
+
+
+def test_remember_jsonl_missing_scope_names_the_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                                     calls: list[list[str]], tmp_path: Path) -> None:
+    data = jsonl({"content": "has one", "user_id": "bob"}, {"content": "has none"})
+    code, out, _ = run(capsys, monkeypatch, "remember", "--jsonl", "-", "--agent-id", "a", stdin=data)
+    error = lines(out)[0]
+    assert code == 1 and error["field"] == "user_id" and error["message"].startswith("line 2:")
+    assert stored(tmp_path) == []
+
+
+def test_remember_jsonl_refuses_a_secret_without_echoing_it(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                                           calls: list[list[str]], tmp_path: Path) -> None:
+    for row in ({"content": f"the key is {SECRET} ok"}, {"content": "x", "metadata": {"k": SECRET}}, {SECRET: "x", "content": "y"}):
+        code, out, err = run(capsys, monkeypatch, "remember", "--jsonl", "-", *SCOPE, stdin=jsonl({"content": "fine"}, row))
+        assert code == 1 and SECRET not in out + err
+        assert "2" in lines(out)[0]["path"] + lines(out)[0]["message"]
+    assert stored(tmp_path) == [] and calls == []
+
+
+def test_remember_jsonl_bad_utf8_names_the_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                                calls: list[list[str]], tmp_path: Path) -> None:
+    src = tmp_path / "bad.jsonl"
+    src.write_bytes(b'{"content": "ok"}\n{"content": "\xff\xfe"}\n')
+    code, out, err = run(capsys, monkeypatch, "remember", "--jsonl", str(src), *SCOPE)
+    assert code == 1 and lines(out)[0]["error"] == "EncodingError" and "bad.jsonl:2:" in err
+    assert stored(tmp_path) == []
+
+
+def test_remember_jsonl_and_content_together_is_refused(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                                        calls: list[list[str]], tmp_path: Path) -> None:
+    code, out, _ = run(capsys, monkeypatch, "remember", "--jsonl", "-", *SCOPE, "also this", stdin=jsonl({"content": "x"}))
+    assert code == 1 and lines(out)[0]["field"] == "jsonl" and stored(tmp_path) == []
+    code, _, err = run(capsys, monkeypatch, "remember", "--agent-id", "a", "no user")  # without --jsonl the scope is required
+    assert code == 2 and "--user-id" in err
+
+
+# ------------------------------------------------------------------ recall --jsonl
+def test_recall_jsonl_answers_in_input_order_each_as_the_single_command(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, calls: list[list[str]]
+) -> None:
+    data = jsonl({"content": "billing deploy went green", "metadata": {"goal_id": "g1"}},
+                 {"content": "billing deploy failed", "metadata": {"goal_id": "g2"}},
+                 {"content": "cat on the sofa", "user_id": "bob"})
+    assert run(capsys, monkeypatch, "remember", "--jsonl", "-", *SCOPE, stdin=data)[0] == 0
+    queries = [{"query": "billing deploy"}, {"query": "sofa", "user_id": "bob", "limit": 1},
+               {"query": "billing deploy", "filters": {"goal_id": "g2"}}, {"query": "billing", "limit": 1}]
+    code, out, _ = run(capsys, monkeypatch, "recall", "--jsonl", "-", *SCOPE, "--limit", "3", stdin=jsonl(*queries))
+    assert code == 0
+    answers = lines(out)
+    singles = [
+        ["recall", *SCOPE, "billing deploy", "--limit", "3"],
+        ["recall", "--agent-id", "builder", "--user-id", "bob", "--org-id", "acme", "--workspace-id", "acme/web", "sofa", "--limit", "1"],
+        ["search-semantic", *SCOPE, "billing deploy", "--filter", "goal_id=g2", "--limit", "3"],
+        ["recall", *SCOPE, "billing", "--limit", "1"],
+    ]
+    for answer, args in zip(answers, singles, strict=True):
+        single_code, single_out, _ = run(capsys, monkeypatch, *args)
+        assert single_code == 0 and answer == json.loads(single_out)
+    assert [len(a["results"]) for a in answers] == [2, 1, 1, 1]
+    assert answers[2]["results"][0]["content"] == "billing deploy failed"
+
+
+def test_recall_jsonl_bad_line_answers_nothing(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                               calls: list[list[str]]) -> None:
+    for bad, field in (({"query": "x", "limit": 0}, "limit"), ({"query": ""}, "query"), ({"limit": 2}, "query"),
+                       ({"query": "x", "filters": "goal=g1"}, "filters"), ({"query": "x", "k": 1}, "k")):
+        code, out, _ = run(capsys, monkeypatch, "recall", "--jsonl", "-", *SCOPE, stdin=jsonl({"query": "fine"}, bad))
+        answers = lines(out)
+        assert code == 1 and len(answers) == 1 and answers[0]["field"] == field and answers[0]["message"].startswith("line 2:")
+    assert calls == []  # no query was embedded
+
+
+# ------------------------------------------------------------------ --durability
+@pytest.mark.parametrize(("flag", "durable"), [([], True), (["--durability", "full"], True), (["--durability", "normal"], False),
+                                               (["--durability", "NORMAL"], False)])
+def test_durability_reaches_the_store(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                      calls: list[list[str]], tmp_path: Path, flag: list[str], durable: bool) -> None:
+    from atomic_agents.memory import _sqlite
+
+    seen: list[int] = []
+    real = _sqlite.connect
+
+    def spy(path: Path, *, durable: bool = True) -> sqlite3.Connection:
+        conn = real(path, durable=durable)
+        seen.append(conn.execute("PRAGMA synchronous").fetchone()[0])
+        return conn
+
+    monkeypatch.setattr(_sqlite, "connect", spy)
+    code, _, _ = run(capsys, monkeypatch, "remember", *SCOPE, *flag, "a memory")
+    assert code == 0 and seen == [2 if durable else 1]  # FULL = 2, NORMAL = 1
+    assert [c for _, c in stored(tmp_path)] == ["a memory"]
+
+
+def test_durability_is_validated(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                 calls: list[list[str]], tmp_path: Path) -> None:
+    code, _, err = run(capsys, monkeypatch, "remember", *SCOPE, "--durability", "sometimes", "x")
+    assert code == 2 and "--durability" in err
+    monkeypatch.setenv("ATOMIC_AGENTS_DURABILITY", "sometimes")
+    code, out, _ = run(capsys, monkeypatch, "remember", *SCOPE, "x")
+    assert code == 1 and lines(out)[0]["field"] == "durability"
+    monkeypatch.setenv("ATOMIC_AGENTS_DURABILITY", "normal")
+    assert run(capsys, monkeypatch, "forget-expired", "--durability", "full")[0] == 0
+    assert stored(tmp_path) == []
+
+
+def test_open_store_durable(tmp_path: Path) -> None:
+    from atomic_agents.memory import open_store
+
+    for durable, level in ((True, 2), (False, 1)):
+        store = open_store(tmp_path / f"{durable}.db", embedder=HashingEmbedder(), durable=durable)
+        assert isinstance(store, SQLiteMemoryStore) and store.durable is durable
+        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == level
+        store.close()
+    assert open_store(tmp_path / "d.db", embedder=HashingEmbedder()).durable is True  # type: ignore[attr-defined]
+
+
+def test_closing_keeps_committed_data_and_skips_the_checkpoint_where_sqlite3_allows(tmp_path: Path) -> None:
+    from atomic_agents.memory import Scope
+
+    path = tmp_path / "m.db"
+    store = SQLiteMemoryStore(path, embedder=HashingEmbedder())
+    mid = store.remember("kept across processes", None, Scope("a", "u"))
+    store.close()
+    wal = path.with_name("m.db-wal")
+    if hasattr(sqlite3.Connection, "setconfig"):  # Python 3.12+: no checkpoint at close, the WAL stays
+        assert wal.exists() and wal.stat().st_size > 0
+    else:  # Python 3.11 cannot switch it off: closing checkpoints and removes the WAL
+        assert not wal.exists()
+    again = SQLiteMemoryStore(path, embedder=HashingEmbedder())
+    assert again.get(mid).content == "kept across processes"
+    again.close()
+
+
+# ------------------------------------------------------------------ export --with-vectors
+def test_export_with_vectors_then_import_embeds_nothing(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                                       calls: list[list[str]], tmp_path: Path) -> None:
+    assert run(capsys, monkeypatch, "remember", "--jsonl", "-", *SCOPE, stdin=jsonl({"content": "one"}, {"content": "two"}))[0] == 0
+    backup = tmp_path / "backup.jsonl"
+    code, out, _ = run(capsys, monkeypatch, "export", "--with-vectors", "-o", str(backup))
+    assert code == 0 and json.loads(out)["exported"] == 2
+    assert all(r["vector"]["model"] == "hashing-fake-256" for r in lines(backup.read_text()))
+    calls.clear()
+    monkeypatch.setenv("ATOMIC_AGENTS_DB", str(tmp_path / "restored.db"))
+    code, out, _ = run(capsys, monkeypatch, "import", str(backup))
+    assert code == 0 and json.loads(out) == {"status": "ok", "imported": 2, "skipped": 0, "vectors_reused": 2, "reembedded": 0}
+    assert calls == []
+    monkeypatch.setenv("ATOMIC_AGENTS_DB", str(tmp_path / "other-model.db"))
+    code, out, err = run(capsys, monkeypatch, "import", str(backup), "--embedder", "hashing-fake-128")
+    assert code == 0 and json.loads(out)["reembedded"] == 2 and "re-embedded 2" in err and "hashing-fake-256" in err
+    assert sorted(t for c in calls for t in c) == ["one", "two"]
+
+
+def test_postgres_durable_false_turns_synchronous_commit_off_for_its_sessions(pg_dsn: str) -> None:
+    from atomic_agents.memory import open_store
+
+    # The test server runs with synchronous_commit off; this session asks for on, so the
+    # non-durable store's override is observable.
+    sep = "&" if "?" in pg_dsn else "?"
+    dsn = f"{pg_dsn}{sep}options=-c%20synchronous_commit%3Don"
+    for durable, want in ((True, "on"), (False, "off")):
+        store = open_store(dsn, embedder=HashingEmbedder(), durable=durable)
+        with store._pool.connection() as conn:  # type: ignore[attr-defined]
+            assert conn.execute("SHOW synchronous_commit").fetchone()[0] == want
+        store.close()
