@@ -37,14 +37,17 @@ def _env(src: Path, **extra: str) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(src), **extra}
 
 
-def _wall(cmd: list[str], env: dict[str, str], out: Path, stdin: Path | None = None) -> float:
+def _wall(cmd: list[str], env: dict[str, str], out: Path, stdin: Path | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds user+system of the child): CPU moves far less with the machine's load."""
     with open(out, "wb") as fh, open(stdin or os.devnull, "rb") as inp:
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, stdin=inp, stdout=fh, stderr=subprocess.DEVNULL, env=env, check=False)
+        proc = subprocess.Popen(cmd, stdin=inp, stdout=fh, stderr=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
         took = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{out.read_text()[:500]}")
-    return took
+    return took, usage.ru_utime + usage.ru_stime
 
 
 def _setup(tmp: Path, memories: int) -> tuple[Path, Path, Path]:
@@ -167,6 +170,7 @@ def run(argv: list[str]) -> None:
             ]
         srcs = [("", SRC)] + ([(" [baseline src]", args.baseline_src.resolve())] if args.baseline_src else [])
         times: dict[str, list[float]] = {}
+        cpu: dict[str, list[float]] = {}
         out = tmp / "out.txt"
         _wall(cases[0][1], _env(SRC), out)  # warm the interpreter's file cache
         for _ in range(args.reps):
@@ -178,21 +182,24 @@ def run(argv: list[str]) -> None:
                     if suffix and kind == "" and label.startswith("baseline"):
                         continue
                     stdin = batch_file if kind == "batch" else None
-                    t = _wall(cmd, _env(src, **extra), out, stdin)
-                    times.setdefault(key, []).append(t / (args.batch if kind == "batch" else 1))
-        base = statistics.median(times[cases[0][0]])
+                    t, c = _wall(cmd, _env(src, **extra), out, stdin)
+                    per = args.batch if kind == "batch" else 1
+                    times.setdefault(key, []).append(t / per)
+                    cpu.setdefault(key, []).append(c / per)
+        base, base_cpu = statistics.median(times[cases[0][0]]), statistics.median(cpu[cases[0][0]])
         print(f"\n## CLI whole-process wall, median of {args.reps} interleaved rounds "
               f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)\n")
-        print("| command | ms | x import typer | target |")
-        print("|---|---|---|---|")
+        print("| command | wall ms | x import typer (wall) | CPU ms | x import typer (CPU) | target |")
+        print("|---|---|---|---|---|---|")
         for label, _cmd, _e, kind, target in cases:
             for suffix, _src in srcs:
                 key = label + suffix
                 if key not in times:
                     continue
-                med = statistics.median(times[key])
+                med, med_cpu = statistics.median(times[key]), statistics.median(cpu[key])
                 tgt = f"<= {target:g}x" if target and not suffix else ""
-                print(f"| {key} | {1000 * med:.0f} | {med / base:.2f} | {tgt} |", flush=True)
+                print(f"| {key} | {1000 * med:.0f} | {med / base:.2f} | {1000 * med_cpu:.0f} | {med_cpu / base_cpu:.2f} | {tgt} |",
+                      flush=True)
         if not args.no_model:
             print("\n| metric | atomic-agents | baseline (same run) | target |")
             print("|---|---|---|---|")

@@ -93,6 +93,7 @@ def test_vault_commands_import_no_model_and_no_store(tmp_path: Path, vault_root:
     code, mods = probe(tmp_path, ["--agents-root", str(vault_root), *args])
     assert code == 0 and "atomic_agents.vault" in mods  # the command really ran
     assert not {*MODEL, "atomic_agents.memory._sqlite"} & mods
+    assert not {"atomic_agents.cli._memory", "atomic_agents.cli._team", "atomic_agents.cli._migrate"} & mods
 
 
 KEYWORD_COMMANDS = [
@@ -113,6 +114,7 @@ def test_memory_commands_that_do_not_embed_import_no_model(tmp_path: Path, vault
     assert code == (1 if args[1] == "get" else 0)  # get: "no memory no-such-id", after opening the store
     assert "atomic_agents.memory._sqlite" in mods  # the store was opened
     assert not {"atomic_agents.vault", *MODEL} & mods
+    assert not {"atomic_agents.cli._vault", "atomic_agents.cli._team", "atomic_agents.cli._migrate"} & mods
 
 
 def test_the_probe_sees_numpy_when_a_command_embeds(tmp_path: Path, vault_root: Path) -> None:
@@ -120,3 +122,26 @@ def test_the_probe_sees_numpy_when_a_command_embeds(tmp_path: Path, vault_root: 
                                   "--user-id", "u", "deploy"], ATOMIC_AGENTS_EMBEDDER="hashing")
     assert code == 0
     assert "numpy" in mods and "atomic_agents.vault" not in mods
+
+
+@pytest.mark.parametrize("args", [
+    ["memory", "--help"], ["vault", "list", "--help"], ["memory", "remember", "--agent-id", "a"],
+    ["vault", "nope"], ["memory", "search", "--limit", "x"], ["--agents-root", "nowhere", "vault", "list"],
+    ["team", "--help"],
+])
+def test_a_command_line_built_with_its_group_alone_answers_as_the_full_app(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, args: list[str]
+) -> None:
+    from atomic_agents.cli import app, main
+    from atomic_agents.cli._app import group_of
+    from atomic_agents.cli._common import run
+
+    monkeypatch.chdir(tmp_path)
+    assert group_of(args) in ("memory", "vault", "team")
+    answers = []
+    for entry in (lambda: main(args), lambda: run(app, args, prog_name="atomic-agents")):
+        with pytest.raises(SystemExit) as exit_info:
+            entry()
+        answers.append((exit_info.value.code, *capsys.readouterr()))
+    assert answers[0] == answers[1]
+    assert group_of(["--help"]) is None and group_of(["serve"]) is None and group_of(["--version"]) is None

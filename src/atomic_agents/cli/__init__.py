@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
             if code:
                 sys.exit(code)
             return
-    from ._app import app
+    from ._app import build, group_of
     from ._common import run
 
-    run(app, args, prog_name="atomic-agents")
+    run(build(group_of(args)), args, prog_name="atomic-agents")
