@@ -277,10 +277,15 @@ def test_postgres_durable_false_turns_synchronous_commit_off_for_its_sessions(pg
 
     # The test server runs with synchronous_commit off; this session asks for on, so the
     # non-durable store's override is observable.
-    sep = "&" if "?" in pg_dsn else "?"
-    dsn = f"{pg_dsn}{sep}options=-c%20synchronous_commit%3Don"
+    from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+    url = urlsplit(pg_dsn)  # keep the test schema's search_path, add the setting
+    query = dict(parse_qsl(url.query))
+    query["options"] = f"{query.get('options', '')} -c synchronous_commit=on".strip()
+    dsn = urlunsplit(url._replace(query=urlencode(query, quote_via=quote)))
     for durable, want in ((True, "on"), (False, "off")):
         store = open_store(dsn, embedder=HashingEmbedder(), durable=durable)
         with store._pool.connection() as conn:  # type: ignore[attr-defined]
             assert conn.execute("SHOW synchronous_commit").fetchone()[0] == want
+            assert conn.execute("SELECT current_schema()").fetchone()[0].startswith("aa_test_")  # not public
         store.close()
