@@ -163,7 +163,7 @@ def run(argv: list[str]) -> None:
         ]
         if not args.no_model:
             cases += [
-                ("memory remember (real model)", [*cli, "memory", "remember", *scope, "deploy went green", "--db", str(model_db)], {}, "model", None),
+                ("memory remember (real model, new text)", [*cli, "memory", "remember", *scope, "deploy {n} went green", "--db", str(model_db)], {}, "model", None),
                 ("memory recall (real model)", [*cli, "memory", "recall", *scope, "did the deploy work", "--db", str(model_db)], {}, "model", None),
                 (f"memory remember --jsonl, {args.batch} records (per record)",
                  [*cli, "memory", "remember", *scope, "--jsonl", "-", "--db", str(model_db)], {}, "batch", None),
@@ -172,6 +172,7 @@ def run(argv: list[str]) -> None:
         times: dict[str, list[float]] = {}
         cpu: dict[str, list[float]] = {}
         out = tmp / "out.txt"
+        runs = 0
         _wall(cases[0][1], _env(SRC), out)  # warm the interpreter's file cache
         for _ in range(args.reps):
             for label, cmd, extra, kind, _t in cases:
@@ -182,7 +183,8 @@ def run(argv: list[str]) -> None:
                     if suffix and kind == "" and label.startswith("baseline"):
                         continue
                     stdin = batch_file if kind == "batch" else None
-                    t, c = _wall(cmd, _env(src, **extra), out, stdin)
+                    runs += 1  # "{n}": a text never stored before (equal content would reuse its vector)
+                    t, c = _wall([a.replace("{n}", str(runs)) for a in cmd], _env(src, **extra), out, stdin)
                     per = args.batch if kind == "batch" else 1
                     times.setdefault(key, []).append(t / per)
                     cpu.setdefault(key, []).append(c / per)
