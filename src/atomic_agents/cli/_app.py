@@ -8,7 +8,7 @@ imports typer (see ``mcp/_entry.py``).
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -93,6 +93,8 @@ def group_of(args: list[str]) -> str | None:
 
 
 _app: typer.Typer | None = None
+if TYPE_CHECKING:
+    app: typer.Typer  # the full app, built on first use by __getattr__ below
 
 
 def __getattr__(name: str) -> typer.Typer:
