@@ -172,7 +172,7 @@ def test_recall_jsonl_answers_in_input_order_each_as_the_single_command(
     singles = [
         ["recall", *SCOPE, "billing deploy", "--limit", "3"],
         ["recall", "--agent-id", "builder", "--user-id", "bob", "--org-id", "acme", "--workspace-id", "acme/web", "sofa", "--limit", "1"],
-        ["search-semantic", *SCOPE, "billing deploy", "--filter", "goal_id=g2", "--limit", "3"],
+        ["recall", *SCOPE, "billing deploy", "--filter", "goal_id=g2", "--limit", "3"],
         ["recall", *SCOPE, "billing", "--limit", "1"],
     ]
     for answer, args in zip(answers, singles, strict=True):
@@ -289,3 +289,14 @@ def test_postgres_durable_false_turns_synchronous_commit_off_for_its_sessions(pg
             assert conn.execute("SHOW synchronous_commit").fetchone()[0] == want
             assert conn.execute("SELECT current_schema()").fetchone()[0].startswith("aa_test_")  # not public
         store.close()
+
+
+def test_recall_jsonl_takes_filter_defaults_from_the_option(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                                            calls: list[list[str]]) -> None:
+    data = jsonl({"content": "billing deploy went green", "metadata": {"goal_id": "g1"}},
+                 {"content": "billing deploy failed", "metadata": {"goal_id": "g2"}})
+    assert run(capsys, monkeypatch, "remember", "--jsonl", "-", *SCOPE, stdin=data)[0] == 0
+    queries = jsonl({"query": "billing deploy"}, {"query": "billing deploy", "filters": {"goal_id": "g1"}})
+    code, out, _ = run(capsys, monkeypatch, "recall", "--jsonl", "-", *SCOPE, "--filter", "goal_id=g2", stdin=queries)
+    assert code == 0
+    assert [[r["metadata"]["goal_id"] for r in a["results"]] for a in lines(out)] == [["g2"], ["g1"]]
