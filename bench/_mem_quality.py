@@ -22,6 +22,7 @@ probability that the top-1 hit is right (an irrelevant query's top-1 never is).
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
@@ -210,11 +211,18 @@ def _pairwise(x: np.ndarray, l2: float = 1e-2) -> np.ndarray:
 
 
 def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]]) -> scoring.Calibration:
-    """Hybrid direction from a pairwise ranker over dev pools; each ranker's map from its dev top-1 hits."""
+    """Hybrid direction from a pairwise ranker over dev pools; each ranker's map from its dev top-1 hits.
+
+    The hybrid score map has its own direction: a logistic fit, on the dev top-1 hits of the
+    hybrid ranking, of "right" against "an unanswerable query's top-1" (the two populations the
+    0.45 floor must separate), its intercept then moved so that 0.45 sits at the dev threshold
+    where the larger shortfall from the two targets (kept >= 90%,
+    admitted <= 10%) is smallest.
+    """
     feats = lambda d: [d["cos"], d["ev"], d["rel"]]
     w = _pairwise(_pairs(pools, wants, feats))
     print(f"pairwise ranker (cos, ev, rel): {np.round(w, 3).tolist()}")
-    cal0 = replace(scoring.DEFAULT, hy_c=float(w[0]), hy_e=float(w[1]), hy_k=float(w[2]), hy_b=0.0)
+    cal0 = replace(scoring.DEFAULT, hy_c=float(w[0]), hy_e=float(w[1]), hy_k=float(w[2]))
 
     def top1(rank: Callable[..., list[tuple[float, int]]], signal: Callable[[dict[str, float]], float]) -> tuple[float, float]:
         z, right = [], []
@@ -225,12 +233,29 @@ def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]]) -> scor
                 right.append(hits[0][1] in want)
         return _top1_map(np.asarray(z), np.asarray(right))
 
-    ha, hb = top1(rank_hybrid, lambda d: float(np.dot(w, feats(d))))
     sa, sb = top1(rank_semantic, lambda d: d["cos"])
     ka, kb = top1(rank_keyword, lambda d: d["ev"])
+    x, y = [], []
+    for p, want in zip(pools, wants, strict=True):
+        hits = rank_hybrid(p, cal0)
+        if hits and (hits[0][1] in want or not want):
+            x.append(feats(p[hits[0][1]]))
+            y.append(float(hits[0][1] in want))
+    xa, ya = np.asarray(x), np.asarray(y)
+    v = _logistic(xa, ya)
+    z = xa @ v[:3]
+    cuts = np.unique(z)
+    # the cut nearest both targets at once: the smaller of the two shortfalls is as large as it can be
+    best_cut = min(cuts, key=lambda t: max(0.90 - np.mean(z[ya == 1] >= t), np.mean(z[ya == 0] >= t) - 0.10))
+    below = z[z < best_cut]
+    cut = (best_cut + below.max()) / 2 if len(below) else best_cut
+    sc_b = math.log(FLOOR / (1 - FLOOR)) - cut
+    print(f"hybrid score direction (cos, ev, rel): {np.round(v[:3], 3).tolist()}, fitted intercept {v[3]:.3f}, "
+          f"moved to {sc_b:.3f} (dev kept {np.mean(z[ya == 1] >= cut):.1%}, admitted {np.mean(z[ya == 0] >= cut):.1%})")  # fmt: skip
     return scoring.Calibration(
-        sem_a=sa, sem_b=sb, kw_a=ka, kw_b=kb, hy_c=ha * cal0.hy_c, hy_e=ha * cal0.hy_e, hy_k=ha * cal0.hy_k, hy_b=hb
-    )
+        sem_a=sa, sem_b=sb, kw_a=ka, kw_b=kb, hy_c=cal0.hy_c, hy_e=cal0.hy_e, hy_k=cal0.hy_k,
+        sc_c=float(v[0]), sc_e=float(v[1]), sc_k=float(v[2]), sc_b=sc_b,
+    )  # fmt: skip
 
 
 # -- keyword rank-first latency -------------------------------------------------------------

@@ -59,6 +59,7 @@ __all__ = [
     "calibration_for",
     "fts_query",
     "fuse_pool",
+    "hybrid_rank",
     "hybrid_score",
     "idf",
     "keyword_evidence",
@@ -191,7 +192,12 @@ class Calibration:
     hy_c: float
     hy_e: float
     hy_k: float
-    hy_b: float
+    #: the hybrid *score* map over the same signals (its own direction: what separates a right
+    #: top-1 from an unanswerable query's is not what orders candidates within one query)
+    sc_c: float
+    sc_e: float
+    sc_k: float
+    sc_b: float
     #: identity semantic map (clipped cosine) instead of the logistic one
     raw_semantic: bool = False
     #: added to cosines before the hybrid map: puts another embedder's relevance floor
@@ -209,8 +215,9 @@ def _sigma(x: float) -> float:
 #: Fitted for the default model (all-MiniLM-L6-v2, int8) on the dev split of
 #: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
 DEFAULT = Calibration(
-    sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=3.131, hy_e=3.910, hy_k=-1.416, hy_b=-2.378
-)
+    sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=15.241, hy_e=19.032, hy_k=-6.894,
+    sc_c=8.527, sc_e=6.669, sc_k=-5.541, sc_b=-3.719,
+)  # fmt: skip
 #: For other embedders: semantic scores stay clipped cosines; keyword and hybrid use
 #: DEFAULT's keyword and fusion constants.
 GENERIC = Calibration(**{**DEFAULT.__dict__, "raw_semantic": True})
@@ -247,12 +254,24 @@ def keyword_score(evidence: float, cal: Calibration = DEFAULT) -> float:
     return _sigma(cal.kw_a * min(evidence, 1.0) + cal.kw_b)
 
 
-def hybrid_score(cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT) -> float:
-    """``relative``: this evidence over the best evidence of the query's candidate pool (in [0, 1])."""
+def _signals(cosine: float, evidence: float, relative: float, cal: Calibration) -> tuple[float, float, float]:
     c = min(max(float(cosine) + cal.cos_shift, -1.0), 1.0)
-    e = min(max(evidence, 0.0), 1.0)
-    k = min(max(relative, 0.0), 1.0)
-    return _sigma(cal.hy_c * c + cal.hy_e * e + cal.hy_k * k + cal.hy_b)
+    return c, min(max(evidence, 0.0), 1.0), min(max(relative, 0.0), 1.0)
+
+
+def hybrid_rank(cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT) -> float:
+    """The ranking key of a hybrid candidate (higher first): ``h_c c + h_e e + h_k k``."""
+    c, e, k = _signals(cosine, evidence, relative, cal)
+    return cal.hy_c * c + cal.hy_e * e + cal.hy_k * k
+
+
+def hybrid_score(cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT) -> float:
+    """The calibrated score of a hybrid hit, before the cap of :func:`fuse_pool`.
+
+    ``relative``: this evidence over the best evidence of the query's candidate pool (in [0, 1]).
+    """
+    c, e, k = _signals(cosine, evidence, relative, cal)
+    return _sigma(cal.sc_c * c + cal.sc_e * e + cal.sc_k * k + cal.sc_b)
 
 
 def fuse_pool(
@@ -260,14 +279,22 @@ def fuse_pool(
 ) -> list[tuple[float, int]]:
     """``(score, key)`` for every candidate with some signal (cosine > 0 or evidence > 0), best first.
 
-    Ties go to the higher key (the newer row).
+    Order is by :func:`hybrid_rank` (ties to the higher key: the newer row). Each score is
+    :func:`hybrid_score` capped at the score of the hit ranked above it, so scores never
+    rise down the list and the top-1's score is its own calibrated estimate.
     """
     keys = {k for k, c in cosines.items() if c > 0.0} | {k for k, e in evidence.items() if e > 0.0}
     if not keys:
         return []
     best = max(evidence.values(), default=0.0)
-    scored = []
+    ranked = []
     for k in keys:
         c, e = cosines.get(k, 0.0), evidence.get(k, 0.0)
-        scored.append((hybrid_score(c, e, e / best if best > 0.0 else 0.0, cal), k))
-    return sorted(scored, reverse=True)
+        rel = e / best if best > 0.0 else 0.0
+        ranked.append((hybrid_rank(c, e, rel, cal), k, hybrid_score(c, e, rel, cal)))
+    ranked.sort(reverse=True)
+    out, cap = [], 1.0
+    for _, k, score in ranked:
+        cap = min(cap, score)
+        out.append((cap, k))
+    return out
