@@ -218,9 +218,14 @@ DEFAULT = Calibration(
     sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=15.241, hy_e=19.032, hy_k=-6.894,
     sc_c=8.527, sc_e=6.669, sc_k=-5.541, sc_b=-3.719,
 )  # fmt: skip
-#: For other embedders: semantic scores stay clipped cosines; keyword and hybrid use
-#: DEFAULT's keyword and fusion constants.
-GENERIC = Calibration(**{**DEFAULT.__dict__, "raw_semantic": True})
+#: For other embedders: semantic scores stay clipped cosines; keyword scores and the hybrid
+#: ranking use DEFAULT's constants. The hybrid score keeps one logistic of the ranking key
+#: (DEFAULT's map before the score got its own direction): the score direction leans on the
+#: default model's cosine levels (a hit with no keyword match passes 0.45 from cosine 0.41),
+#: which a shifted foreign cosine does not share.
+GENERIC = Calibration(**{
+    **DEFAULT.__dict__, "raw_semantic": True, "sc_c": 3.131, "sc_e": 3.910, "sc_k": -1.416, "sc_b": -2.378,
+})  # fmt: skip
 _FITTED = {"all-MiniLM-L6-v2-onnx-int8": DEFAULT}
 
 
