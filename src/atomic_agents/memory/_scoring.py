@@ -22,16 +22,27 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
 
 - semantic: ``sigma(s_a * c + s_b)``
 - keyword: ``sigma(k_a * e + k_b)``
-- hybrid: ``sigma(h_c * c + h_e * e + h_k * k + h_b)`` with ``k = e / max e`` over
-  the query's candidate pool (its keyword evidence relative to the query's best
-  keyword match). Ranking is by this score: a convex blend of the signals through
-  one monotone map. Both rankers contribute a pool (:data:`HYBRID_POOL` each, or
-  ``4 * limit``) and every candidate gets both signals.
+- hybrid: ``k = e / max e`` over the query's candidate pool (its keyword evidence
+  relative to the query's best keyword match). Both rankers contribute a pool
+  (:data:`HYBRID_POOL` each, or ``4 * limit``) and every candidate gets both signals.
+  Candidates are *ranked* by ``h_c * c + h_e * e + h_k * k`` (a pairwise logistic
+  ranker's direction) and *scored* by ``sigma(s_c * c + s_e * e + s_k * k + s_b)``,
+  capped at the score of the hit ranked above (scores never rise down the list; the
+  top-1's is its own). The two directions differ because the questions differ: within
+  one query, keyword evidence orders candidates; across queries, what tells a right
+  top-1 from the top-1 of a query the store cannot answer is that hit's cosine and a
+  weak best keyword match (``k = 1`` with small ``e``: only a common word matched).
 
 Constants are fitted for the default model (:data:`DEFAULT`, keyed by its
 ``model_id``); other embedders (the test fake) get :data:`GENERIC`, whose semantic
 map is the identity on clipped cosine, so their recall scores are the cosines
-they always were.
+they always were, and whose hybrid score is one logistic of the ranking key.
+The hybrid score map is fitted on the dev top-1 hits (right against an unanswerable
+query's), its intercept placed where the larger shortfall from ATP's two targets
+(>= 90% of right top-1s kept, <= 10% of unanswerable queries admitted) is smallest.
+Query-level features (how far the top cosine stands out of the pool, the margin to
+the second, a z-score, ranks, agreement of the rankers) were tried and did not carry
+from dev to test; see ``bench/_mem_quality.py``.
 
 >>> round(keyword_evidence(bm25=2.0, idf_mass=4.0), 2)
 0.5
