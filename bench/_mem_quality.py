@@ -318,7 +318,7 @@ def feature_experiment(dev: list[tuple[int, dict[str, float], bool, bool]], test
     print("\n| hybrid score features (fit on dev) | test: kept at <= 10% admitted | test: admitted at >= 90% kept "
           "| dev cut on test: kept / admitted | same on dev |\n|---|---|---|---|---|")  # fmt: skip
     for name, names in FEATURE_SETS.items():
-        def xs(rows: list[tuple[int, dict[str, float], bool, bool]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        def xs(rows: list[tuple[int, dict[str, float], bool, bool]], names: tuple[str, ...] = names) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             x = np.asarray([[f[n] for n in names] for _, f, r, i in rows if r or i])
             return x, np.asarray([r for _, _, r, i in rows if r or i]), np.asarray([i for _, _, r, i in rows if r or i])
         xd, rd, _ = xs(dev)

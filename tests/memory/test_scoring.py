@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -70,13 +72,16 @@ def test_fused_pool_ranks_by_the_ranking_key_and_scores_top1_by_its_own_calibrat
         if not fused:
             continue
         best = max(ev.values(), default=0.0)
-        rel = lambda k: ev.get(k, 0.0) / best if best > 0 else 0.0  # noqa: E731
+
+        def rel(k: int, best: float = best) -> float:
+            return ev.get(k, 0.0) / best if best > 0 else 0.0
+
         keys = [k for _, k in fused]
         assert keys == sorted(keys, key=lambda k: (hybrid_rank(cos.get(k, 0.0), ev.get(k, 0.0), rel(k), cal), k), reverse=True)
         top = keys[0]
         assert fused[0][0] == hybrid_score(cos.get(top, 0.0), ev.get(top, 0.0), rel(top), cal)
         # every score is the hit's own, capped by the one above it
-        for (s_hi, _), (s_lo, k) in zip(fused, fused[1:]):
+        for (s_hi, _), (s_lo, k) in itertools.pairwise(fused):
             assert s_lo == min(s_hi, hybrid_score(cos.get(k, 0.0), ev.get(k, 0.0), rel(k), cal))
 
 
