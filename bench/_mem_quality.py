@@ -22,6 +22,7 @@ probability that the top-1 hit is right (an irrelevant query's top-1 never is).
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
@@ -50,6 +51,8 @@ SCOPE = Scope("eval", "bench")
 POOL = scoring.HYBRID_POOL
 #: The convex-blend baseline's weight, as tuned on the dev split (``--split dev`` re-tunes it).
 BLEND_ALPHA = 0.90
+#: The hybrid score map before it got its own direction: the ranking direction through one logistic.
+PREVIOUS_SCORE_MAP = {"sc_c": 3.131, "sc_e": 3.910, "sc_k": -1.416, "sc_b": -2.378}
 
 
 def _load(split: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -139,27 +142,45 @@ def make_blend(alpha: float) -> Callable[[dict[int, dict[str, float]], scoring.C
 # -- metrics -------------------------------------------------------------------------------
 
 
-def metrics(ranked: Sequence[Sequence[tuple[float, int]]], wants: Sequence[set[int]], kinds: Sequence[str]) -> dict[str, Any]:
+def frontier(right: Sequence[float], irrelevant: Sequence[float]) -> tuple[float, float]:
+    """Best any threshold on these top-1 scores can do: (kept at <= 10% admitted, admitted at >= 90% kept)."""
+    r, i = np.asarray(right), np.asarray(irrelevant)
+    cuts = np.unique(np.r_[r, i, np.inf])
+    kept = max(float(np.mean(r >= t)) for t in cuts if np.mean(i >= t) <= 0.10) if len(r) else 0.0
+    adm = min((float(np.mean(i >= t)) for t in cuts if np.mean(r >= t) >= 0.90), default=1.0) if len(i) else 0.0
+    return kept, adm
+
+
+def metrics(ranked: Sequence[Sequence[tuple[float, int]]], wants: Sequence[set[int]], kinds: Sequence[str],
+            sources: Sequence[set[str]] = ()) -> dict[str, Any]:  # fmt: skip
     r5, r10, rr, kept, right, admitted, irr = [], [], [], 0, 0, 0, 0
+    right_s: list[float] = []
+    irr_s: list[float] = []
+    per_source: dict[str, list[float]] = defaultdict(list)
     per_kind: dict[str, list[float]] = defaultdict(list)
-    for hits, want, kind in zip(ranked, wants, kinds, strict=True):
+    for n, (hits, want, kind) in enumerate(zip(ranked, wants, kinds, strict=True)):
         ids = [k for _, k in hits]
         if not want:
             irr += 1
             admitted += bool(hits) and hits[0][0] >= FLOOR
+            irr_s.append(hits[0][0] if hits else 0.0)
             continue
         r5.append(len(want & set(ids[:5])) / len(want))
         r10.append(len(want & set(ids[:10])) / len(want))
         per_kind[kind].append(r5[-1])
+        for src in sources[n] if sources else ():
+            per_source[src].append(r10[-1])
         rr.append(next((1.0 / (i + 1) for i, k in enumerate(ids) if k in want), 0.0))
         if ids and ids[0] in want:
             right += 1
             kept += hits[0][0] >= FLOOR
+            right_s.append(hits[0][0])
     mean = statistics.fmean
     return {
         "r5": mean(r5) if r5 else 0.0, "r10": mean(r10) if r10 else 0.0, "mrr": mean(rr) if rr else 0.0,
         "kept": kept / right if right else 0.0, "admitted": admitted / irr if irr else 0.0, "n": len(r5), "irr": irr,
         "kinds": {k: mean(v) for k, v in sorted(per_kind.items())},
+        "sources": {k: mean(v) for k, v in sorted(per_source.items())}, "frontier": frontier(right_s, irr_s),
     }  # fmt: skip
 
 
@@ -210,11 +231,18 @@ def _pairwise(x: np.ndarray, l2: float = 1e-2) -> np.ndarray:
 
 
 def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]]) -> scoring.Calibration:
-    """Hybrid direction from a pairwise ranker over dev pools; each ranker's map from its dev top-1 hits."""
+    """Hybrid direction from a pairwise ranker over dev pools; each ranker's map from its dev top-1 hits.
+
+    The hybrid score map has its own direction: a logistic fit, on the dev top-1 hits of the
+    hybrid ranking, of "right" against "an unanswerable query's top-1" (the two populations the
+    0.45 floor must separate), its intercept then moved so that 0.45 sits at the dev threshold
+    where the larger shortfall from the two targets (kept >= 90%,
+    admitted <= 10%) is smallest.
+    """
     feats = lambda d: [d["cos"], d["ev"], d["rel"]]
     w = _pairwise(_pairs(pools, wants, feats))
     print(f"pairwise ranker (cos, ev, rel): {np.round(w, 3).tolist()}")
-    cal0 = replace(scoring.DEFAULT, hy_c=float(w[0]), hy_e=float(w[1]), hy_k=float(w[2]), hy_b=0.0)
+    cal0 = replace(scoring.DEFAULT, hy_c=float(w[0]), hy_e=float(w[1]), hy_k=float(w[2]))
 
     def top1(rank: Callable[..., list[tuple[float, int]]], signal: Callable[[dict[str, float]], float]) -> tuple[float, float]:
         z, right = [], []
@@ -225,12 +253,84 @@ def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]]) -> scor
                 right.append(hits[0][1] in want)
         return _top1_map(np.asarray(z), np.asarray(right))
 
-    ha, hb = top1(rank_hybrid, lambda d: float(np.dot(w, feats(d))))
     sa, sb = top1(rank_semantic, lambda d: d["cos"])
     ka, kb = top1(rank_keyword, lambda d: d["ev"])
+    x, y = [], []
+    for p, want in zip(pools, wants, strict=True):
+        hits = rank_hybrid(p, cal0)
+        if hits and (hits[0][1] in want or not want):
+            x.append(feats(p[hits[0][1]]))
+            y.append(float(hits[0][1] in want))
+    xa, ya = np.asarray(x), np.asarray(y)
+    v = _logistic(xa, ya)
+    z = xa @ v[:3]
+    cuts = np.unique(z)
+    # the cut nearest both targets at once: the smaller of the two shortfalls is as large as it can be
+    best_cut = min(cuts, key=lambda t: max(0.90 - np.mean(z[ya == 1] >= t), np.mean(z[ya == 0] >= t) - 0.10))
+    below = z[z < best_cut]
+    cut = (best_cut + below.max()) / 2 if len(below) else best_cut
+    sc_b = math.log(FLOOR / (1 - FLOOR)) - cut
+    print(f"hybrid score direction (cos, ev, rel): {np.round(v[:3], 3).tolist()}, fitted intercept {v[3]:.3f}, "
+          f"moved to {sc_b:.3f} (dev kept {np.mean(z[ya == 1] >= cut):.1%}, admitted {np.mean(z[ya == 0] >= cut):.1%})")  # fmt: skip
     return scoring.Calibration(
-        sem_a=sa, sem_b=sb, kw_a=ka, kw_b=kb, hy_c=ha * cal0.hy_c, hy_e=ha * cal0.hy_e, hy_k=ha * cal0.hy_k, hy_b=hb
-    )
+        sem_a=sa, sem_b=sb, kw_a=ka, kw_b=kb, hy_c=cal0.hy_c, hy_e=cal0.hy_e, hy_k=cal0.hy_k,
+        sc_c=float(v[0]), sc_e=float(v[1]), sc_k=float(v[2]), sc_b=sc_b,
+    )  # fmt: skip
+
+
+# -- query-level features for the score (an experiment: fit on dev, report on test) -----------
+
+FEATURE_SETS = {
+    "cos, ev, rel (the shipped signals)": ("cos", "ev", "rel"),
+    "+ stand-out, margin, z (query level)": ("cos", "ev", "rel", "standout", "margin", "z"),
+    "+ keyword coverage": ("cos", "ev", "rel", "coverage"),
+    "+ ranks, both rankers agree": ("cos", "ev", "rel", "log_sem_rank", "log_kw_rank", "both"),
+    "all of the above": ("cos", "ev", "rel", "standout", "margin", "z", "coverage", "log_sem_rank", "log_kw_rank", "both"),
+}
+
+
+def top1_features(p: dict[int, dict[str, float]], query: str, text: dict[int, str], cal: scoring.Calibration) -> tuple[int, dict[str, float]] | None:
+    """The shipped hybrid top-1 of a pool and its features given the query and the pool."""
+    hits = rank_hybrid(p, cal)
+    if not hits:
+        return None
+    k = hits[0][1]
+    cos = np.sort([d["cos"] for d in p.values()])[::-1][:POOL]
+    by_cos = sorted(p, key=lambda j: -p[j]["cos"])
+    by_ev = sorted((j for j in p if p[j]["ev"] > 0), key=lambda j: -p[j]["ev"])
+    sr = by_cos.index(k)
+    kr = by_ev.index(k) if k in by_ev else POOL
+    qst = set(scoring.stems(scoring.keyword_terms(query)).values())
+    have = set(scoring.tokens([text[k]])[0])
+    d = p[k]
+    f = {
+        "cos": d["cos"], "ev": d["ev"], "rel": d["rel"],
+        "standout": d["cos"] - float(np.median(cos)), "margin": float(cos[0] - cos[1]) if len(cos) > 1 else 0.0,
+        "z": (d["cos"] - float(cos.mean())) / (float(cos.std()) + 1e-6),
+        "coverage": len(qst & have) / len(qst) if qst else 0.0,
+        "log_sem_rank": math.log1p(sr), "log_kw_rank": math.log1p(kr), "both": float(sr < 10 and kr < 10),
+    }  # fmt: skip
+    return k, f
+
+
+def feature_experiment(dev: list[tuple[int, dict[str, float], bool, bool]], test: list[tuple[int, dict[str, float], bool, bool]]) -> None:
+    """For each feature set: a logistic P(right) on dev top-1s (right vs unanswerable), its cut chosen on dev."""
+    print("\n| hybrid score features (fit on dev) | test: kept at <= 10% admitted | test: admitted at >= 90% kept "
+          "| dev cut on test: kept / admitted | same on dev |\n|---|---|---|---|---|")  # fmt: skip
+    for name, names in FEATURE_SETS.items():
+        def xs(rows: list[tuple[int, dict[str, float], bool, bool]], names: tuple[str, ...] = names) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            x = np.asarray([[f[n] for n in names] for _, f, r, i in rows if r or i])
+            return x, np.asarray([r for _, _, r, i in rows if r or i]), np.asarray([i for _, _, r, i in rows if r or i])
+        xd, rd, _ = xs(dev)
+        mu, sd = xd.mean(0), xd.std(0) + 1e-9
+        w = _logistic((xd - mu) / sd, rd.astype(float), l2=1.0)
+        zd = ((xd - mu) / sd) @ w[:-1]
+        cut = min(np.unique(zd), key=lambda t: max(0.90 - np.mean(zd[rd] >= t), np.mean(zd[~rd] >= t) - 0.10))
+        xt, rt, _ = xs(test)
+        zt = ((xt - mu) / sd) @ w[:-1]
+        k, a = frontier(zt[rt].tolist(), zt[~rt].tolist())
+        print(f"| {name} | {k:.1%} | {a:.1%} | {np.mean(zt[rt] >= cut):.1%} / {np.mean(zt[~rt] >= cut):.1%} "
+              f"| {np.mean(zd[rd] >= cut):.1%} / {np.mean(zd[~rd] >= cut):.1%} |")  # fmt: skip
 
 
 # -- keyword rank-first latency -------------------------------------------------------------
@@ -314,6 +414,9 @@ def run(argv: Sequence[str] | None = None) -> None:
               f"(ingest {time.perf_counter() - t0:.0f} s)\n")  # fmt: skip
         wants = [{by_cid[r] for r in q["relevant"]} for q in queries]
         kinds = [q["kind"] for q in queries]
+        src_of = {by_cid[c["id"]]: c["source"] for c in corpus}
+        text_of = {by_cid[c["id"]]: c["content"] for c in corpus}
+        sources = [{src_of[k] for k in w} for w in wants]
         pools = [pool_of(store, q["query"]) for q in queries]
         cal = scoring.calibration_for(emb)
         if args.fit:
@@ -327,19 +430,22 @@ def run(argv: Sequence[str] | None = None) -> None:
             "keyword (search)": rank_keyword,
             "semantic (recall)": rank_semantic,
             "hybrid (search_hybrid)": rank_hybrid,
+            "hybrid, previous score map (the ranking direction)": lambda p, c: rank_hybrid(p, replace(c, **PREVIOUS_SCORE_MAP)),
             "previous hybrid (max + bonus)": rank_previous,
             f"convex blend, alpha={dev_alpha:.2f} (baseline)": make_blend(dev_alpha),
         }
-        results = {name: metrics([f(p, cal) for p in pools], wants, kinds) for name, f in rankers.items()}
+        results = {name: metrics([f(p, cal) for p in pools], wants, kinds, sources) for name, f in rankers.items()}
         if not args.fit:  # the pools mirror the store: check the public calls agree with them
             for q, p in list(zip(queries, pools, strict=True))[:20]:
                 api = [store._read("SELECT seq FROM memories WHERE id = ?", [h.id])[0][0] for h in store.search_hybrid(q["query"], SCOPE, limit=10)]
                 mine = [k for _, k in rank_hybrid(p, cal)[:10]]
                 assert api == mine, (q["query"], api, mine)
-        print("| ranker | recall@5 | recall@10 | MRR | top-1 right kept at 0.45 | irrelevant admitted at 0.45 |")
-        print("|---|---|---|---|---|---|")
+        print("| ranker | recall@5 | recall@10 | MRR | top-1 right kept at 0.45 | irrelevant admitted at 0.45 "
+              "| best threshold: kept at <= 10% admitted | best threshold: admitted at >= 90% kept |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|")
         for name, m in results.items():
-            print(f"| {name} | {m['r5']:.3f} | {m['r10']:.3f} | {m['mrr']:.3f} | {m['kept']:.1%} | {m['admitted']:.1%} |")
+            fk, fa = m["frontier"]
+            print(f"| {name} | {m['r5']:.3f} | {m['r10']:.3f} | {m['mrr']:.3f} | {m['kept']:.1%} | {m['admitted']:.1%} | {fk:.1%} | {fa:.1%} |")
         best_single = max(results["keyword (search)"]["r5"], results["semantic (recall)"]["r5"])
         gain = results["hybrid (search_hybrid)"]["r5"] - best_single
         print(f"\nhybrid recall@5 minus the best single ranker: {gain * 100:+.1f} points (target >= +5); "
@@ -349,6 +455,25 @@ def run(argv: Sequence[str] | None = None) -> None:
         print("|---|" + "---|" * len(kind_names))
         for name, m in results.items():
             print(f"| {name} | " + " | ".join(f"{m['kinds'].get(k, 0.0):.3f}" for k in kind_names) + " |")
+        src_names = sorted({k for m in results.values() for k in m["sources"]})
+        print("\n| recall@10 by target's source | " + " | ".join(src_names) + " |")
+        print("|---|" + "---|" * len(src_names))
+        for name, m in results.items():
+            print(f"| {name} | " + " | ".join(f"{m['sources'].get(k, 0.0):.3f}" for k in src_names) + " |")
+        if args.split == "test" and not args.fit:
+            _, dev_q = _load("dev")
+            dev_wants = [{by_cid[r] for r in q["relevant"]} for q in dev_q]
+
+            def rows(qs: list[dict[str, Any]], ws: list[set[int]], ps: list[dict[int, dict[str, float]]]) -> list[tuple[int, dict[str, float], bool, bool]]:
+                out = []
+                for q, w, p in zip(qs, ws, ps, strict=True):
+                    got = top1_features(p, q["query"], text_of, cal)
+                    if got:
+                        out.append((got[0], got[1], got[0] in w, not w))
+                return out
+
+            dev_pools = [pool_of(store, q["query"]) for q in dev_q]
+            feature_experiment(rows(dev_q, dev_wants, dev_pools), rows(queries, wants, pools))
         store.close()
         if args.latency:
             print("\n| metric | atomic-agents | baseline (same run) | target |\n|---|---|---|---|")

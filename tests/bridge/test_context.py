@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,13 +119,34 @@ def test_goal_records_and_memories_recalled_for_it(filled: Agent, store: SQLiteM
     assert g.goal_id in goal_parts[0].text
     assert [p.source for p in ctx.parts if p.kind == "goal_memory"] == [f"memory:{mem}"]
     tight = context(filled, store, goal=g.goal_id, query="credit card APR", identity=ledger.identity, budget=ctx.tokens - 1, today=TODAY)
-    assert [d.kind for d in tight.dropped] == ["goal_memory"]
+    # the goal's memory goes; the notes for the query rank below it, so they are not even searched
+    assert [(d.kind, d.source) for d in tight.dropped] == [("recalled", "query"), ("goal_memory", f"memory:{mem}")]
+    assert tight.dropped[0].reason.startswith("not searched")
     # room for the goal's records but not the INDEX: the goal's memories are not even searched for
     records_only = sum(p.tokens for p in ctx.parts if p.required or p.kind == "goal_record")
     small = context(filled, store, goal=g.goal_id, identity=ledger.identity, budget=records_only, today=TODAY)
     assert [p.kind for p in small.parts][-1] == "goal_record" and small.tokens == records_only
     assert (small.dropped[0].kind, small.dropped[0].source) == ("goal_memory", f"goal:{g.goal_id}")
     assert "not searched" in small.dropped[0].reason and small.dropped[-1].kind == "index"
+
+
+def test_without_a_query_the_goal_is_recalled_for_by_its_request(filled: Agent, store: SQLiteMemoryStore,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger = Ledger(store, Identity("acme", "acme/fin", "dispatcher"))
+    g = ledger.start("Plan the debt payoff for the credit card", requester="alice", constraints=["no new loans"])
+    mem = store.remember("The credit card APR is 24 percent, the car loan 6", None, ledger.identity.scope)
+    asked: list[str] = []
+    real = store.search_hybrid
+
+    def spy(query: str, *args: Any, **kwargs: Any) -> Any:
+        asked.append(query)
+        return real(query, *args, **kwargs)
+
+    monkeypatch.setattr(store, "search_hybrid", spy)
+    ctx = context(filled, store, goal=g.goal_id, identity=ledger.identity, budget=5000, today=TODAY)
+    # the request in words, not the record's header (goal id, record id, stage: a weak match for every record)
+    assert asked == ["Plan the debt payoff for the credit card"]
+    assert [p.source for p in ctx.parts if p.kind == "goal_memory"] == [f"memory:{mem}"]
 
 
 def test_agent_context_is_the_bridge(filled: Agent, store: SQLiteMemoryStore) -> None:

@@ -41,6 +41,7 @@ def test_a_paraphrase_keyword_search_misses_is_found_by_hybrid(minilm_store: SQL
     assert minilm_store.search(query, SCOPE) == []  # no shared word at all
     hits = minilm_store.search_hybrid(query, SCOPE, limit=3)
     assert "peanuts" in hits[0].memory.content
+    assert hits[0].score >= RELEVANCE_FLOOR > hits[1].score  # relevant, and the rest not
 
 
 def test_a_keyword_only_weak_match_scores_below_the_floor(minilm_store: SQLiteMemoryStore) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,6 +15,7 @@ from atomic_agents.memory._scoring import (
     calibration_for,
     fts_query,
     fuse_pool,
+    hybrid_rank,
     hybrid_score,
     idf,
     keyword_evidence,
@@ -60,6 +63,36 @@ def test_fused_pool_is_sorted_bounded_and_keeps_only_candidates_with_a_signal(co
     assert [s for s, _ in fused] == sorted((s for s, _ in fused), reverse=True)
     assert all(0.0 <= s <= 1.0 for s, _ in fused)
     assert {k for _, k in fused} == {k for k, c in cos.items() if c > 0} | {k for k, e in ev.items() if e > 0}
+
+
+@given(st.dictionaries(st.integers(0, 50), cosine, max_size=20), st.dictionaries(st.integers(0, 50), unit, max_size=20))
+def test_fused_pool_ranks_by_the_ranking_key_and_scores_top1_by_its_own_calibrated_score(cos: dict[int, float], ev: dict[int, float]) -> None:
+    for cal in (DEFAULT, GENERIC):
+        fused = fuse_pool(cos, ev, cal)
+        if not fused:
+            continue
+        best = max(ev.values(), default=0.0)
+
+        def rel(k: int, best: float = best) -> float:
+            return ev.get(k, 0.0) / best if best > 0 else 0.0
+
+        keys = [k for _, k in fused]
+        assert keys == sorted(keys, key=lambda k: (hybrid_rank(cos.get(k, 0.0), ev.get(k, 0.0), rel(k), cal), k), reverse=True)
+        top = keys[0]
+        assert fused[0][0] == hybrid_score(cos.get(top, 0.0), ev.get(top, 0.0), rel(top), cal)
+        # every score is the hit's own, capped by the one above it
+        for (s_hi, _), (s_lo, k) in itertools.pairwise(fused):
+            assert s_lo == min(s_hi, hybrid_score(cos.get(k, 0.0), ev.get(k, 0.0), rel(k), cal))
+
+
+def test_hybrid_floor_a_weak_keyword_only_match_is_out_a_clear_paraphrase_is_in() -> None:
+    # the query's best keyword match (relative 1), holding little of its IDF mass, barely related in meaning
+    assert hybrid_score(0.15, 0.2, 1.0, DEFAULT) < RELEVANCE_FLOOR
+    assert hybrid_score(0.15, 0.2, 1.0, GENERIC) < RELEVANCE_FLOOR
+    # no shared word, a close meaning: relevant; unrelated meaning: not
+    assert hybrid_score(0.6, 0.0, 0.0, DEFAULT) >= RELEVANCE_FLOOR > hybrid_score(0.25, 0.0, 0.0, DEFAULT)
+    # every query word present and related in meaning
+    assert hybrid_score(0.5, 1.0, 1.0, DEFAULT) >= RELEVANCE_FLOOR
 
 
 def test_a_weak_keyword_match_scores_below_the_floor_and_a_full_one_above() -> None:

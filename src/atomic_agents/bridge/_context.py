@@ -9,7 +9,8 @@ Parts, in the order they are printed (and their priority, highest first):
 5. the sub-indexes ``memory/INDEX_<slice>.md``
 6. with a query: the notes most relevant to it (hybrid recall over the mirror,
    score >= 0.45, pinned ones already in, superseded/expired left out)
-7. with a goal: its latest ATP records, then the memories recalled for it
+7. with a goal: its latest ATP records, then the memories recalled for it (for
+   the query, or else the goal's request in its goal record)
 
 The budget is ``model.md``'s "Max system prompt" unless one is given. When the
 parts do not fit, the lowest-priority part goes first, one at a time, until the
@@ -309,10 +310,26 @@ def _goal_records(store: MemoryStore, identity: Identity, goal: str, records: in
     return parts, chain
 
 
+def _goal_text(chain: list[Any]) -> str:
+    """What the goal asks for, in words: its goal record's ``request``.
+
+    Not the record's whole text: its header (goal id, record id, stage, labels) is a weak
+    keyword match for every record of the workspace and drowns the request's own words.
+    A chain without a readable request (a hand-made record) falls back to its first record's text.
+    """
+    from ..atp import Kind
+
+    for r in chain:
+        request = r.metadata.get("request") if r.kind == Kind.GOAL else None
+        if isinstance(request, str) and request.strip():
+            return request
+    return str(chain[0].content)
+
+
 def _goal_memories(store: MemoryStore, identity: Identity, goal: str, chain: list[Any], query: str | None,
                    limit: int) -> list[ContextPart]:
     ids = {r.id for r in chain}
-    q = (query or chain[0].content).strip()[:2000]
+    q = (query or _goal_text(chain)).strip()[:2000]
     # hybrid recall in the ledger's own scope, at the same floor as the notes (ATP: relevant at >= 0.45)
     hits = store.search_hybrid(q, identity.scope, None, min(limit + len(ids), 1000)) if q else []
     parts: list[ContextPart] = []

@@ -22,16 +22,27 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
 
 - semantic: ``sigma(s_a * c + s_b)``
 - keyword: ``sigma(k_a * e + k_b)``
-- hybrid: ``sigma(h_c * c + h_e * e + h_k * k + h_b)`` with ``k = e / max e`` over
-  the query's candidate pool (its keyword evidence relative to the query's best
-  keyword match). Ranking is by this score: a convex blend of the signals through
-  one monotone map. Both rankers contribute a pool (:data:`HYBRID_POOL` each, or
-  ``4 * limit``) and every candidate gets both signals.
+- hybrid: ``k = e / max e`` over the query's candidate pool (its keyword evidence
+  relative to the query's best keyword match). Both rankers contribute a pool
+  (:data:`HYBRID_POOL` each, or ``4 * limit``) and every candidate gets both signals.
+  Candidates are *ranked* by ``h_c * c + h_e * e + h_k * k`` (a pairwise logistic
+  ranker's direction) and *scored* by ``sigma(s_c * c + s_e * e + s_k * k + s_b)``,
+  capped at the score of the hit ranked above (scores never rise down the list; the
+  top-1's is its own). The two directions differ because the questions differ: within
+  one query, keyword evidence orders candidates; across queries, what tells a right
+  top-1 from the top-1 of a query the store cannot answer is that hit's cosine and a
+  weak best keyword match (``k = 1`` with small ``e``: only a common word matched).
 
 Constants are fitted for the default model (:data:`DEFAULT`, keyed by its
 ``model_id``); other embedders (the test fake) get :data:`GENERIC`, whose semantic
 map is the identity on clipped cosine, so their recall scores are the cosines
-they always were.
+they always were, and whose hybrid score is one logistic of the ranking key.
+The hybrid score map is fitted on the dev top-1 hits (right against an unanswerable
+query's), its intercept placed where the larger shortfall from ATP's two targets
+(>= 90% of right top-1s kept, <= 10% of unanswerable queries admitted) is smallest.
+Query-level features (how far the top cosine stands out of the pool, the margin to
+the second, a z-score, ranks, agreement of the rankers) were tried and did not carry
+from dev to test; see ``bench/_mem_quality.py``.
 
 >>> round(keyword_evidence(bm25=2.0, idf_mass=4.0), 2)
 0.5
@@ -59,6 +70,7 @@ __all__ = [
     "calibration_for",
     "fts_query",
     "fuse_pool",
+    "hybrid_rank",
     "hybrid_score",
     "idf",
     "keyword_evidence",
@@ -191,7 +203,12 @@ class Calibration:
     hy_c: float
     hy_e: float
     hy_k: float
-    hy_b: float
+    #: the hybrid *score* map over the same signals (its own direction: what separates a right
+    #: top-1 from an unanswerable query's is not what orders candidates within one query)
+    sc_c: float
+    sc_e: float
+    sc_k: float
+    sc_b: float
     #: identity semantic map (clipped cosine) instead of the logistic one
     raw_semantic: bool = False
     #: added to cosines before the hybrid map: puts another embedder's relevance floor
@@ -209,11 +226,17 @@ def _sigma(x: float) -> float:
 #: Fitted for the default model (all-MiniLM-L6-v2, int8) on the dev split of
 #: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
 DEFAULT = Calibration(
-    sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=3.131, hy_e=3.910, hy_k=-1.416, hy_b=-2.378
-)
-#: For other embedders: semantic scores stay clipped cosines; keyword and hybrid use
-#: DEFAULT's keyword and fusion constants.
-GENERIC = Calibration(**{**DEFAULT.__dict__, "raw_semantic": True})
+    sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=15.241, hy_e=19.032, hy_k=-6.894,
+    sc_c=8.527, sc_e=6.669, sc_k=-5.541, sc_b=-3.719,
+)  # fmt: skip
+#: For other embedders: semantic scores stay clipped cosines; keyword scores and the hybrid
+#: ranking use DEFAULT's constants. The hybrid score keeps one logistic of the ranking key
+#: (DEFAULT's map before the score got its own direction): the score direction leans on the
+#: default model's cosine levels (a hit with no keyword match passes 0.45 from cosine 0.41),
+#: which a shifted foreign cosine does not share.
+GENERIC = Calibration(**{
+    **DEFAULT.__dict__, "raw_semantic": True, "sc_c": 3.131, "sc_e": 3.910, "sc_k": -1.416, "sc_b": -2.378,
+})  # fmt: skip
 _FITTED = {"all-MiniLM-L6-v2-onnx-int8": DEFAULT}
 
 
@@ -247,12 +270,24 @@ def keyword_score(evidence: float, cal: Calibration = DEFAULT) -> float:
     return _sigma(cal.kw_a * min(evidence, 1.0) + cal.kw_b)
 
 
-def hybrid_score(cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT) -> float:
-    """``relative``: this evidence over the best evidence of the query's candidate pool (in [0, 1])."""
+def _signals(cosine: float, evidence: float, relative: float, cal: Calibration) -> tuple[float, float, float]:
     c = min(max(float(cosine) + cal.cos_shift, -1.0), 1.0)
-    e = min(max(evidence, 0.0), 1.0)
-    k = min(max(relative, 0.0), 1.0)
-    return _sigma(cal.hy_c * c + cal.hy_e * e + cal.hy_k * k + cal.hy_b)
+    return c, min(max(evidence, 0.0), 1.0), min(max(relative, 0.0), 1.0)
+
+
+def hybrid_rank(cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT) -> float:
+    """The ranking key of a hybrid candidate (higher first): ``h_c c + h_e e + h_k k``."""
+    c, e, k = _signals(cosine, evidence, relative, cal)
+    return cal.hy_c * c + cal.hy_e * e + cal.hy_k * k
+
+
+def hybrid_score(cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT) -> float:
+    """The calibrated score of a hybrid hit, before the cap of :func:`fuse_pool`.
+
+    ``relative``: this evidence over the best evidence of the query's candidate pool (in [0, 1]).
+    """
+    c, e, k = _signals(cosine, evidence, relative, cal)
+    return _sigma(cal.sc_c * c + cal.sc_e * e + cal.sc_k * k + cal.sc_b)
 
 
 def fuse_pool(
@@ -260,14 +295,22 @@ def fuse_pool(
 ) -> list[tuple[float, int]]:
     """``(score, key)`` for every candidate with some signal (cosine > 0 or evidence > 0), best first.
 
-    Ties go to the higher key (the newer row).
+    Order is by :func:`hybrid_rank` (ties to the higher key: the newer row). Each score is
+    :func:`hybrid_score` capped at the score of the hit ranked above it, so scores never
+    rise down the list and the top-1's score is its own calibrated estimate.
     """
     keys = {k for k, c in cosines.items() if c > 0.0} | {k for k, e in evidence.items() if e > 0.0}
     if not keys:
         return []
     best = max(evidence.values(), default=0.0)
-    scored = []
+    ranked = []
     for k in keys:
         c, e = cosines.get(k, 0.0), evidence.get(k, 0.0)
-        scored.append((hybrid_score(c, e, e / best if best > 0.0 else 0.0, cal), k))
-    return sorted(scored, reverse=True)
+        rel = e / best if best > 0.0 else 0.0
+        ranked.append((hybrid_rank(c, e, rel, cal), k, hybrid_score(c, e, rel, cal)))
+    ranked.sort(reverse=True)
+    out, cap = [], 1.0
+    for _, k, score in ranked:
+        cap = min(cap, score)
+        out.append((cap, k))
+    return out

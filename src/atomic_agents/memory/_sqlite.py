@@ -641,7 +641,7 @@ class SQLiteMemoryStore(SQLiteVectorSync, SQLiteLeases):
 
         See :func:`~atomic_agents.memory._scoring.fuse_pool`: a pool of the nearest
         memories and of the best keyword matches (``max(4 * limit, POOL)`` each), every
-        candidate given its cosine and its keyword evidence, ranked by the hybrid score.
+        candidate given its cosine and its keyword evidence, ranked by ``hybrid_rank``, scored by ``hybrid_score``.
         """
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         pool = max(lim * 4, HYBRID_POOL)
