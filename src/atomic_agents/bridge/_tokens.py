@@ -124,4 +124,11 @@ def count_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    return _tokenizer()[1](text)
+    name, count = _tokenizer()
+    return _counted(name, count, text)
+
+
+@lru_cache(maxsize=4096)
+def _counted(name: str, count: Callable[[str], int], text: str) -> int:
+    """Counts by tokenizer and text: a context re-counts the same INDEX and notes on every call."""
+    return count(text)

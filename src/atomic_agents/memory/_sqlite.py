@@ -515,19 +515,27 @@ class SQLiteMemoryStore(SQLiteVectorSync, SQLiteLeases):
             out[stem] = idf(n_rows, int(row[0][0]) if row else 0)
         return out
 
-    def _keyword_rows(self, fq: str, scope: Scope, limit: int, filters: Mapping[str, Any]) -> list[Any]:
+    def _matches(self, fq: str) -> dict[int, float]:
+        """``rowid -> bm25`` of every row matching ``fq`` (one FTS5 pass; bm25 is computed for all of them anyway)."""
+        return dict(self._read("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?", [fq]))
+
+    def _keyword_rows(
+        self, fq: str, scope: Scope, limit: int, filters: Mapping[str, Any], matches: Mapping[int, float] | None = None
+    ) -> list[Any]:
         """Rows ``(cols..., bm25)`` of the ``limit`` best matches in ``scope``, best first.
 
         Ranks inside FTS5 first (no join, no scope check), then checks scope, liveness
         and filters on an over-fetched top only; while those remove too many, the
         over-fetch grows, and past a few rounds the exact join over all matches runs.
-        It never returns fewer rows than exist.
+        It never returns fewer rows than exist. With ``matches`` (from :meth:`_matches`)
+        the ranking is read from them instead of asking FTS5 again.
         """
+        ordered = None if matches is None else sorted(matches.items(), key=lambda kv: (kv[1], kv[0]))
         extra, params = _tag_clause(filters)
         post = _needs_python_check(filters)
         fetch = limit * 4 + 32
         for _ in range(_RANK_FIRST_ROUNDS):
-            ranked = self._read(
+            ranked = ordered[:fetch] if ordered is not None else self._read(
                 "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?"
                 " ORDER BY bm25(memories_fts), rowid LIMIT ?",
                 [fq, fetch],
@@ -559,37 +567,21 @@ class SQLiteMemoryStore(SQLiteVectorSync, SQLiteLeases):
         return rows
 
     def _keyword(
-        self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None = None
+        self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None = None,
+        matches: Mapping[int, float] | None = None,
     ) -> list[tuple[int, float, Memory]]:
         """``(seq, keyword evidence, memory)`` of the best keyword matches, best first."""
         fq = fts_query(query)
         if fq is None:
             return []
         try:
-            rows = self._keyword_rows(fq, scope, limit, filters or {})
+            rows = self._keyword_rows(fq, scope, limit, filters or {}, matches)
         except StoreError as exc:  # FTS5 syntax errors cannot happen with quoted terms; say so if they do
             raise StoreError(f"keyword search failed for {query!r}") from exc
         if not rows:
             return []
         mass = sum(self._idf(query).values())
         return [(r[0], keyword_evidence(-r[-1], mass), _memory(r)) for r in rows]
-
-    def _evidence_for(self, query: str, seqs: Sequence[int]) -> dict[int, float]:
-        """Keyword evidence of given rows (0 for rows that match no query word)."""
-        fq = fts_query(query)
-        if fq is None or not seqs:
-            return {}
-        mass = sum(self._idf(query).values())
-        out: dict[int, float] = {}
-        for start in range(0, len(seqs), 500):
-            part = list(seqs[start : start + 500])
-            marks = ",".join("?" * len(part))
-            for seq, b in self._read(
-                f"SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid IN ({marks})",
-                [fq, *part],
-            ):
-                out[seq] = keyword_evidence(-b, mass)
-        return out
 
     def search(
         self, query: str, scope: Scope, limit: int = 10, filters: Mapping[str, Any] | None = None
@@ -610,10 +602,36 @@ class SQLiteMemoryStore(SQLiteVectorSync, SQLiteLeases):
             # the stored model can only change with a commit, which _sync has just looked at
             if self._index_model != self.embedder.model_id:
                 self._require_model()
-            only = self._candidates(sc, filters) if filters else None
             qv = np.asarray(self.embedder.embed_batch([q])[0], dtype=np.float32)
-            found = index.search(qv, sc.key(), limit, now=time.time(), only=only)
-        return qv, index, only, found
+            if not filters:
+                return qv, index, None, index.search(qv, sc.key(), limit, now=time.time())
+            found = self._filtered_top(qv, index, sc, filters, limit)
+            if found is not None:
+                return qv, index, None, found
+            only = self._candidates(sc, filters)
+            return qv, index, only, index.search(qv, sc.key(), limit, now=time.time(), only=only)
+
+    def _filtered_top(
+        self, qv: np.ndarray, index: VectorIndex, sc: Scope, filters: Mapping[str, Any], limit: int
+    ) -> list[tuple[int, float]] | None:
+        """The filtered top ``limit`` from an over-fetched unfiltered top, or ``None`` if it cannot tell.
+
+        When at least ``limit`` of the nearest ``2 * limit + 32`` rows pass ``filters`` (or
+        those are every row in scope), no row outside them can rank higher, so the answer
+        is exact without listing every row the filter admits (a broad filter such as a
+        vault's ``source: vault`` admits the whole scope).
+        """
+        fetch = 2 * limit + 32
+        found = index.search(qv, sc.key(), fetch, now=time.time())
+        meta: dict[int, Any] = {}
+        for start in range(0, len(found), 500):
+            part = [k for k, _ in found[start : start + 500]]
+            marks = ",".join("?" * len(part))
+            meta.update(self._read(f"SELECT m.seq, m.metadata FROM memories m WHERE m.seq IN ({marks}) AND {_LIVE}", [*part, time.time()]))
+        kept = [(k, s) for k, s in found if k in meta and metadata_matches(json.loads(meta[k]), filters)]
+        if len(kept) >= limit or len(found) < fetch:
+            return kept[:limit]
+        return None
 
     def search_semantic(
         self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
@@ -647,9 +665,13 @@ class SQLiteMemoryStore(SQLiteVectorSync, SQLiteLeases):
         pool = max(lim * 4, HYBRID_POOL)
         qv, index, only, found = self._semantic(q, sc, flt, pool)
         cos = dict(found)
-        kw = {k: e for k, e, _ in self._keyword(q, sc, pool, flt)}
+        fq = fts_query(q)
+        matches = self._matches(fq) if fq is not None else {}  # one FTS5 pass ranks and gives every evidence
+        kw = {k: e for k, e, _ in self._keyword(q, sc, pool, flt, matches)}
         cos.update(index.scores_for(qv, [k for k in kw if k not in cos]))
-        kw.update(self._evidence_for(q, [k for k in cos if k not in kw]))
+        if matches:
+            mass = sum(self._idf(q).values())
+            kw.update((k, keyword_evidence(-matches[k], mass)) for k in cos if k not in kw and k in matches)
         cal = calibration_for(self.embedder)
         top = [(s, k) for s, k in fuse_pool(cos, kw, cal) if s > 0.0][:lim]
         mems = self._fetch([k for _, k in top])
