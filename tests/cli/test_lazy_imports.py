@@ -146,3 +146,21 @@ def test_a_command_line_built_with_its_group_alone_answers_as_the_full_app(
         answers.append((exit_info.value.code, *capsys.readouterr()))
     assert answers[0] == answers[1]
     assert group_of(["--help"]) is None and group_of(["serve"]) is None and group_of(["--version"]) is None
+
+
+READ_ONLY = [
+    ["vault", "list"],
+    ["vault", "list", "finance", "--json"],
+    ["vault", "show", "finance", "user_risk.md"],
+    ["vault", "index", "show", "finance"],
+    ["memory", "search", "--agent-id", "a", "--user-id", "u", "deploy"],
+    ["memory", "list", "--agent-id", "a", "--user-id", "u"],
+]
+
+
+@pytest.mark.parametrize("args", READ_ONLY, ids=lambda a: " ".join(a[:2]))
+def test_read_only_commands_load_no_pydantic(tmp_path: Path, vault_root: Path, args: list[str]) -> None:
+    """Reading validates nothing: neither our pydantic models nor typer's option coercion (typer < 0.29) load."""
+    code, mods = probe(tmp_path, ["--agents-root", str(vault_root), *args], ATOMIC_AGENTS_EMBEDDER="hashing")
+    assert code == 0
+    assert "pydantic" not in mods

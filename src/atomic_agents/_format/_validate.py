@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import ValidationError as PydanticValidationError
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._schema import CURRENT_SCHEMA_VERSION
 from ..exceptions import ValidationError
-from ._models import NOTE_TYPES, NoteMeta, WikiMeta
+from ._vocab import NOTE_TYPES
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError as PydanticValidationError
 
 __all__ = [
     "Issue",
@@ -161,6 +162,10 @@ def validate_note_meta(
     """
     where = str(path) if path is not None else filename
     issues: list[Issue] = []
+    from pydantic import ValidationError as PydanticValidationError  # noqa: PLC0415 - writes and lint only
+
+    from ._models import NoteMeta  # noqa: PLC0415
+
     try:
         NoteMeta.model_validate(meta)
     except PydanticValidationError as exc:
@@ -199,6 +204,10 @@ def validate_wiki_meta(
     """Check a wiki page's frontmatter (and filename, if given)."""
     where = str(path) if path is not None else filename
     issues: list[Issue] = []
+    from pydantic import ValidationError as PydanticValidationError  # noqa: PLC0415 - writes and lint only
+
+    from ._models import WikiMeta  # noqa: PLC0415
+
     try:
         WikiMeta.model_validate(meta)
     except PydanticValidationError as exc:

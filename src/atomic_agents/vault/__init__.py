@@ -10,17 +10,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._agent import Agent, WriteHook
 from .._format._frontmatter import Document, parse, read, render
 from ._index import Entry, Index, parse_entry
 from ._journal import JournalItem, append_journal, journal_items, journal_path
 from ._lint import LintReport, lint_agent
-from ._log import LogEntry, LogQueryResult, append_log, query_logs
-from .._format._models import CONFIDENCE_LEVELS, NOTE_TYPES, NoteMeta, WikiMeta
+from ._log import LogQueryResult, append_log, query_logs
+from .._format._vocab import CONFIDENCE_LEVELS, NOTE_TYPES
 from ._persona import ModelConfig, ToolsConfig, parse_model_md, parse_tools_md, scaffold
 from ._units import Note, NoteDraft, WikiDraft
 from .._format._validate import Issue, validate_note_meta, validate_wiki_meta
 from ._vault import Vault, promote_journal_item
+
+if TYPE_CHECKING:
+    from .._format._models import NoteMeta, WikiMeta
+    from ._log_entry import LogEntry
 
 __all__ = [
     "Agent",
@@ -60,3 +66,15 @@ __all__ = [
     "validate_note_meta",
     "validate_wiki_meta",
 ]
+
+
+def __getattr__(name: str) -> object:  # PEP 562: the pydantic models load when first asked for
+    if name in ("NoteMeta", "WikiMeta"):
+        from .._format import _models  # noqa: PLC0415
+
+        return getattr(_models, name)
+    if name == "LogEntry":
+        from ._log_entry import LogEntry  # noqa: PLC0415
+
+        return LogEntry
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

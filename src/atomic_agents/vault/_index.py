@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._format._models import INDEX_SECTIONS
+from .._format._vocab import INDEX_SECTIONS
 from .._format._validate import title_problem
 from .._text import read_text
 

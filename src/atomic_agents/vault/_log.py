@@ -11,10 +11,8 @@ import datetime as dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
-from pydantic import ValidationError as PydanticValidationError
 
 from .._io import append_line, inside_root
 from .._text import decode_lines
@@ -22,47 +20,18 @@ from ..exceptions import EncodingError, ValidationError
 
 if TYPE_CHECKING:
     from ._agent import Agent
+    from ._log_entry import LogEntry
 
 __all__ = ["LogEntry", "LogQueryResult", "append_log", "query_logs"]
-
-
-class LogEntry(BaseModel):
-    """One run. Required: ts, trigger, model, input_tokens, output_tokens, status, summary."""
-
-    model_config = ConfigDict(extra="allow")
-
-    ts: StrictStr
-    trigger: Literal["cron", "skill", "api", "manual"]
-    model: StrictStr = Field(min_length=1)
-    input_tokens: StrictInt = Field(ge=0)
-    output_tokens: StrictInt = Field(ge=0)
-    status: Literal["ok", "error", "skipped"]
-    summary: StrictStr
-    error: StrictStr | None = None
-    cost_usd: float | None = Field(default=None, ge=0)
-    cache_hit: StrictBool | None = None
-    tools_called: list[Any] | None = None
-    skill_invocation_id: StrictStr | None = None
-
-    @field_validator("ts")
-    @classmethod
-    def _aware_iso(cls, v: str) -> str:
-        try:
-            parsed = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError("must be an ISO 8601 timestamp") from None
-        if parsed.tzinfo is None:
-            raise ValueError("must carry a timezone (e.g. +00:00 or Z)")
-        return v
-
-    @property
-    def when(self) -> dt.datetime:
-        return dt.datetime.fromisoformat(self.ts.replace("Z", "+00:00"))
 
 
 def _validate(entry: dict[str, Any], where: str) -> LogEntry:
     if not isinstance(entry, dict):
         raise ValidationError("a log entry must be a JSON object", path=where, field="entry", rule="object")
+    from pydantic import ValidationError as PydanticValidationError  # noqa: PLC0415 - writers and queries only
+
+    from ._log_entry import LogEntry  # noqa: PLC0415
+
     try:
         return LogEntry.model_validate(entry)
     except PydanticValidationError as exc:
@@ -198,3 +167,11 @@ def query_logs(
                     continue
                 result.entries.append(entry)
     return result
+
+
+def __getattr__(name: str) -> object:  # PEP 562: the pydantic model loads when first asked for
+    if name == "LogEntry":
+        from ._log_entry import LogEntry  # noqa: PLC0415
+
+        return LogEntry
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._format._frontmatter import Document, read
-from .._format._models import KEY_ORDER, parse_date
+from .._format._vocab import KEY_ORDER
 from .._format._units import meta_version
 from .._schema import CURRENT_SCHEMA_VERSION
 
@@ -25,10 +25,17 @@ def order_meta(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _as_date(value: Any) -> dt.date | None:
-    try:
-        return parse_date(value) if value is not None else None
-    except Exception:  # noqa: BLE001 - invalid dates are the validator's to report
+    """A date, or ``None`` for anything the validator would refuse (it reports those)."""
+    if isinstance(value, dt.datetime):
         return None
+    if isinstance(value, dt.date):
+        return value
+    if isinstance(value, str) and len(value) == 10 and value[4] == "-" and value[7] == "-" and value.replace("-", "").isascii():
+        try:
+            return dt.date.fromisoformat(value)
+        except ValueError:
+            return None
+    return None
 
 
 class Note:
