@@ -115,3 +115,44 @@ def test_rank_first_falls_back_to_the_exact_join_when_the_scope_holds_few_matche
             limit = rnd.randint(1, 30)
             assert [h.id for h in store.search(query, sc, limit)] == _full_join(store, query, sc, limit)
     assert any("JOIN memories m ON" in c for c in calls)  # the fallback ran
+
+
+@pytest.fixture(scope="module")
+def tagged_store(tmp_path_factory: pytest.TempPathFactory) -> SQLiteMemoryStore:
+    rnd = random.Random(5)
+    store = SQLiteMemoryStore(tmp_path_factory.mktemp("filtered") / "m.db", embedder=HashingEmbedder(32), durable=False)
+    words = [f"w{i}" for i in range(60)]
+    items = []
+    for i in range(1500):
+        meta: dict[str, Any] = {"source": "vault", "status": "live" if i % 7 else "superseded"}
+        if i % 25 == 0:
+            meta["rare"] = True
+        items.append((" ".join(rnd.choices(words, k=rnd.randint(2, 10))), meta))
+    store.remember_many(items, SCOPE)
+    store.remember_many([("w1 w2 w3 other scope", {"source": "vault", "status": "live"})], Scope("other", "scope"))
+    return store
+
+
+FILTERS = [{"source": "vault"}, {"source": "vault", "status": "live"}, {"status": "superseded"}, {"rare": True},
+           {"source": "nowhere"}]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 59), min_size=1, max_size=4), st.sampled_from(FILTERS), st.integers(1, 80))
+def test_filtered_semantic_search_is_exact_whichever_path_answers(
+    tagged_store: SQLiteMemoryStore, words: list[int], filters: dict[str, Any], limit: int
+) -> None:
+    """The over-fetched unfiltered top (broad filters) gives what listing every admitted row gives."""
+    query = " ".join(f"w{i}" for i in words)
+    got = [(h.id, h.score) for h in tagged_store.search_semantic(query, SCOPE, filters, limit)]
+    real = tagged_store._filtered_top
+    tagged_store._filtered_top = lambda *a, **k: None  # type: ignore[method-assign]
+    try:
+        exact = [(h.id, h.score) for h in tagged_store.search_semantic(query, SCOPE, filters, limit)]
+    finally:
+        tagged_store._filtered_top = real  # type: ignore[method-assign]
+    assert [s for _, s in got] == pytest.approx([s for _, s in exact], abs=1e-6)
+    if got:  # rows tied with the last one may be cut either way; every row above the cut is the same
+        last = got[-1][1]
+        assert {i for i, s in got if s > last + 1e-6} == {i for i, s in exact if s > last + 1e-6}
+    assert all(tagged_store.get(i).metadata.items() >= filters.items() for i, _ in got)
