@@ -18,7 +18,7 @@ from atomic_agents.memory import (
     SQLiteMemoryStore,
 )
 from atomic_agents.memory._scoring import fts_query
-from atomic_agents.memory._sqlite import _COLS, _LIVE, _SCOPE
+from atomic_agents.memory._sqlite_sql import _COLS, _LIVE, _SCOPE
 
 SCOPE = Scope("fusion", "test")
 
@@ -96,7 +96,7 @@ def test_rank_first_keyword_search_equals_the_full_join(
 def test_rank_first_falls_back_to_the_exact_join_when_the_scope_holds_few_matches(
     scoped_store: tuple[SQLiteMemoryStore, list[Scope]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import atomic_agents.memory._sqlite as sqlite_mod
+    import atomic_agents.memory._sqlite_keyword as sqlite_mod
 
     store, scopes = scoped_store
     monkeypatch.setattr(sqlite_mod, "_RANK_FIRST_ROUNDS", 1)  # one small over-fetch, then the join

@@ -42,8 +42,9 @@ from ._base import (
     prepare_new,
 )
 from ._embed import Embedder, content_hash
-from ._leases import Fence, Lease, check_fence, check_lease_args, held_error
+from ._leases import Fence, check_fence
 from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_id, check_limit, check_query
+from ._postgres_leases import PostgresLeases, _lease, _server_now
 from ._postgres_schema import PG_SCHEMA_VERSION, TS_CONFIG, ensure_schema, ensure_vector_index, vector_index_name
 from collections import Counter
 
@@ -73,8 +74,6 @@ _COLS = (
 )
 _LIVE = "m.deleted_at = 0 AND (m.expires_at IS NULL OR m.expires_at > %s)"
 _SCOPE = "m.agent_id = %s AND m.user_id = %s AND m.org_id = %s AND m.workspace_id = %s"
-_LEASE_COLS = "key, holder, token, acquired_at, expires_at, released_at"
-_NOW = "SELECT extract(epoch FROM clock_timestamp())::double precision"
 _INSTALL = "install the PostgreSQL extra: pip install 'atomic-agents-vault[postgres]'"
 
 
@@ -171,17 +170,6 @@ def _scope_filter_sql(scope: ScopeFilter) -> tuple[str, list[Any]]:
     return "".join(f" AND m.{k} = %s" for k, _ in items), [v for _, v in items]
 
 
-def _lease(cur: Any, key: str, lock: str = "") -> Lease | None:
-    cur.execute(f"SELECT {_LEASE_COLS} FROM leases WHERE key = %s{lock}", [key])
-    row = cur.fetchone()
-    return Lease(*row) if row else None
-
-
-def _server_now(cur: Any) -> float:
-    cur.execute(_NOW)
-    return float(cur.fetchone()[0])
-
-
 def _np(vec: Any) -> np.ndarray:
     """A stored vector as float32 numpy (pgvector's adapter returns ``Vector`` or ndarray by version)."""
     return np.asarray(vec.to_numpy() if hasattr(vec, "to_numpy") else vec, dtype=np.float32)
@@ -192,7 +180,7 @@ def _cosine(distance: Any) -> float:
     return 0.0 if d != d else 1.0 - d  # NaN (a zero vector) is "unrelated"
 
 
-class PostgresMemoryStore:
+class PostgresMemoryStore(PostgresLeases):
     """A :class:`~atomic_agents.memory.MemoryStore` in a PostgreSQL database, shared by many hosts.
 
     ``pool_size`` bounds the connections this process opens (threads beyond it wait).
@@ -668,60 +656,6 @@ class PostgresMemoryStore:
         if _needs_python_check(flt):
             mems = [m for m in mems if metadata_matches(m.metadata, flt)]
         return mems
-
-    # -- leases ------------------------------------------------------------------------
-
-    def acquire_lease(self, key: str, holder: str, ttl_ms: int) -> Lease:
-        """Grant ``key`` to ``holder`` for ``ttl_ms`` with the key's next fencing token.
-
-        Serialised per key by a transaction-scoped advisory lock (the row may not exist
-        yet); times are the server's clock. Raises :class:`LeaseHeldError` while another
-        grant of the key is live.
-        """
-        k, h, ttl = check_lease_args(key, holder, ttl_ms)
-
-        def tx(cur: Any) -> Lease:
-            cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [k])
-            cur_lease = _lease(cur, k, " FOR UPDATE")
-            now = _server_now(cur)
-            if cur_lease is not None and cur_lease.live(now):
-                raise held_error(cur_lease, now)
-            new = Lease(k, h, (cur_lease.token if cur_lease else 0) + 1, now, now + ttl / 1000.0)
-            cur.execute(
-                f"INSERT INTO leases ({_LEASE_COLS}) VALUES (%s, %s, %s, %s, %s, NULL)"
-                " ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, token = excluded.token,"
-                " acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, released_at = NULL",
-                [new.key, new.holder, new.token, new.acquired_at, new.expires_at],
-            )
-            return new
-
-        return self._run(tx, write=True)
-
-    def release_lease(self, key: str, token: int) -> Lease:
-        """End the live grant ``token`` of ``key`` (:class:`StaleFenceError` if it is not live)."""
-        fence = Fence(check_lease_args(key, "-", 1)[0], token)
-
-        def tx(cur: Any) -> Lease:
-            cur_lease = _lease(cur, fence.key, " FOR UPDATE")
-            now = _server_now(cur)
-            check_fence(fence, cur_lease, now)
-            assert cur_lease is not None
-            cur.execute("UPDATE leases SET released_at = %s WHERE key = %s", [now, fence.key])
-            return Lease(cur_lease.key, cur_lease.holder, cur_lease.token, cur_lease.acquired_at, cur_lease.expires_at, now)
-
-        return self._run(tx, write=True)
-
-    def get_lease(self, key: str) -> Lease | None:
-        """The latest grant of ``key`` (live or ended), or ``None`` if it was never granted."""
-        rows = self._read(f"SELECT {_LEASE_COLS} FROM leases WHERE key = %s", [key])
-        return Lease(*rows[0]) if rows else None
-
-    def leases(self, prefix: str = "") -> list[Lease]:
-        """Every key's latest grant whose key starts with ``prefix``."""
-        rows = self._read(
-            f"SELECT {_LEASE_COLS} FROM leases WHERE left(key, %s) = %s ORDER BY key", [len(prefix), prefix]
-        )
-        return [Lease(*r) for r in rows]
 
     # -- housekeeping ----------------------------------------------------------------
 

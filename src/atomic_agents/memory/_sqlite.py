@@ -66,47 +66,18 @@ from ._scoring import (
     calibration_for,
     fts_query,
     fuse_pool,
-    idf,
     keyword_evidence,
     keyword_score,
-    keyword_terms,
     semantic_score,
-    stems,
 )
 from ._secrets import check_no_secrets
+from ._sqlite_keyword import SQLiteKeyword
 from ._sqlite_schema import SCHEMA_VERSION, _with_retry, connect, ensure_schema, write_txn
+from ._sqlite_sql import _COLS, _LIVE, _SCOPE, _filtered_source, _memory, _needs_python_check
 from ._store import UNSET, Progress
 from ._vectors import VectorIndex
 
 __all__ = ["SQLiteMemoryStore"]
-
-_COLS = (
-    "m.seq, m.id, m.content, m.metadata, m.agent_id, m.user_id, m.org_id, m.workspace_id, "
-    "m.created_at, m.updated_at, m.expires_at, m.deleted_at"
-)
-_LIVE = "m.deleted_at = 0 AND (m.expires_at IS NULL OR m.expires_at > ?)"
-_SCOPE = "m.agent_id = ? AND m.user_id = ? AND m.org_id = ? AND m.workspace_id = ?"
-_BY_ROWID_SCOPE = (_SCOPE + " AND " + _LIVE).replace("m.", "+m.")
-# Keyword search over-fetches the FTS5 top this many times, growing it by this factor each time,
-# before it falls back to the exact join over every match.
-_RANK_FIRST_ROUNDS, _RANK_FIRST_GROWTH = 3, 8
-
-
-def _memory(row: Sequence[Any]) -> Memory:
-    return Memory(
-        id=row[1],
-        content=row[2],
-        metadata=json.loads(row[3]),
-        agent_id=row[4],
-        user_id=row[5],
-        org_id=row[6],
-        workspace_id=row[7],
-        created_at=row[8],
-        updated_at=row[9],
-        expires_at=row[10],
-        deleted_at=row[11] or None,
-    )
-
 
 def _blob(vec: np.ndarray) -> bytes:
     return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
@@ -116,62 +87,7 @@ def _next_rev(c: sqlite3.Connection) -> int:
     return int(c.execute("SELECT coalesce(max(rev), 0) + 1 FROM memories").fetchone()[0])
 
 
-def _tag_clause(filters: Mapping[str, Any]) -> tuple[str, list[Any]]:
-    """Equality on scalar metadata keys via the ``memory_tags`` index."""
-    sql, params = [], []
-    for key, value in filters.items():
-        if isinstance(value, (dict, list)):
-            continue  # not indexable; checked in Python afterwards
-        sql.append(" AND m.seq IN (SELECT seq FROM memory_tags WHERE key = ? AND value IS ? AND kind = ?)")
-        params += [key, _bind(value), _json_kind(value)]
-    return "".join(sql), params
-
-
-def _filtered_source(filters: Mapping[str, Any]) -> tuple[str, str, list[Any]]:
-    """FROM clause + extra WHERE for equality filters, *driven by* the tag index.
-
-    CROSS JOIN fixes the join order: start from the (few) rows carrying the first
-    filter's key/value, then check scope. Left to itself the planner walks every row
-    of the scope index and probes the filter, which is linear in the scope's size.
-    """
-    scalars = [(k, v) for k, v in filters.items() if not isinstance(v, (dict, list))]
-    if not scalars:
-        return "memories m", "", []
-    frm = "memory_tags t0"
-    where, params = "", []
-    for i, (key, value) in enumerate(scalars):
-        if i:
-            frm += f" CROSS JOIN memory_tags t{i} ON t{i}.seq = t0.seq"
-        where += f" AND t{i}.key = ? AND t{i}.value IS ? AND t{i}.kind = ?"
-        params += [key, _bind(value), _json_kind(value)]
-    return frm + " CROSS JOIN memories m ON m.seq = t0.seq", where, params
-
-
-def _bind(value: Any) -> Any:
-    """The ``memory_tags.value`` a filter value is stored as (a JSON null is ``''`` of kind null)."""
-    if value is None:
-        return ""
-    return int(value) if isinstance(value, bool) else value
-
-
-def _json_kind(value: Any) -> str:
-    """The ``json_each`` type name SQLite gives this (JSON-normalised) Python value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "real"
-    return "text"
-
-
-def _needs_python_check(filters: Mapping[str, Any]) -> bool:
-    return any(isinstance(v, (dict, list)) for v in filters.values())
-
-
-class SQLiteMemoryStore(SQLiteVectorSync, SQLiteLeases):
+class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
     """A :class:`~atomic_agents.memory.MemoryStore` in one SQLite file; safe for many processes.
 
     ``durable=True`` (default) fsyncs every commit: a returned ``remember`` survives a
@@ -496,92 +412,6 @@ class SQLiteMemoryStore(SQLiteVectorSync, SQLiteLeases):
         if _needs_python_check(filters):
             return [r[0] for r in rows if metadata_matches(json.loads(r[1]), filters)]
         return [r[0] for r in rows]
-
-    def _idf(self, query: str) -> dict[str, float]:
-        """``stem -> idf`` for the query's content words, from the FTS index's own counts."""
-        terms = keyword_terms(query)
-        by_stem = stems(terms)
-        with self._lock:
-            key = (int(self._read("PRAGMA data_version")[0][0]), self._writes)
-            if self._fts_rows is None or self._fts_rows[0] != key:
-                self._fts_rows = (key, int(self._read("SELECT count(*) FROM memories")[0][0]))
-            n_rows = self._fts_rows[1]
-            if not self._vocab:
-                self._read("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab USING fts5vocab(main, memories_fts, row)")
-                self._vocab = True
-        out: dict[str, float] = {}
-        for stem in dict.fromkeys(by_stem.values()):
-            row = self._read("SELECT doc FROM temp.memories_fts_vocab WHERE term = ?", [stem])
-            out[stem] = idf(n_rows, int(row[0][0]) if row else 0)
-        return out
-
-    def _matches(self, fq: str) -> dict[int, float]:
-        """``rowid -> bm25`` of every row matching ``fq`` (one FTS5 pass; bm25 is computed for all of them anyway)."""
-        return dict(self._read("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?", [fq]))
-
-    def _keyword_rows(
-        self, fq: str, scope: Scope, limit: int, filters: Mapping[str, Any], matches: Mapping[int, float] | None = None
-    ) -> list[Any]:
-        """Rows ``(cols..., bm25)`` of the ``limit`` best matches in ``scope``, best first.
-
-        Ranks inside FTS5 first (no join, no scope check), then checks scope, liveness
-        and filters on an over-fetched top only; while those remove too many, the
-        over-fetch grows, and past a few rounds the exact join over all matches runs.
-        It never returns fewer rows than exist. With ``matches`` (from :meth:`_matches`)
-        the ranking is read from them instead of asking FTS5 again.
-        """
-        ordered = None if matches is None else sorted(matches.items(), key=lambda kv: (kv[1], kv[0]))
-        extra, params = _tag_clause(filters)
-        post = _needs_python_check(filters)
-        fetch = limit * 4 + 32
-        for _ in range(_RANK_FIRST_ROUNDS):
-            ranked = ordered[:fetch] if ordered is not None else self._read(
-                "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?"
-                " ORDER BY bm25(memories_fts), rowid LIMIT ?",
-                [fq, fetch],
-            )
-            order = {seq: i for i, (seq, _) in enumerate(ranked)}
-            score = dict(ranked)
-            kept: list[Any] = []
-            for start in range(0, len(ranked), 500):
-                part = [seq for seq, _ in ranked[start : start + 500]]
-                marks = ",".join("?" * len(part))
-                kept += self._read(  # unary + keeps the planner on the rowid lookups, off the scope index
-                    f"SELECT {_COLS} FROM memories m WHERE m.seq IN ({marks}) AND {_BY_ROWID_SCOPE}{extra}",
-                    [*part, *scope.key(), time.time(), *params],
-                )
-            if post:
-                kept = [r for r in kept if metadata_matches(json.loads(r[3]), filters)]
-            kept.sort(key=lambda r: order[r[0]])
-            if len(kept) >= limit or len(ranked) < fetch:  # enough, or every match was looked at
-                return [(*r, score[r[0]]) for r in kept[:limit]]
-            fetch *= _RANK_FIRST_GROWTH
-        rows = self._read(  # the scope holds few of the matches: the exact join over all of them
-            f"SELECT {_COLS}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
-            f" WHERE memories_fts MATCH ? AND {_SCOPE} AND {_LIVE}{extra}"
-            " ORDER BY bm25(memories_fts), m.seq" + ("" if post else " LIMIT ?"),
-            [fq, *scope.key(), time.time(), *params, *([] if post else [limit])],
-        )
-        if post:
-            rows = [r for r in rows if metadata_matches(json.loads(r[3]), filters)][:limit]
-        return rows
-
-    def _keyword(
-        self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None = None,
-        matches: Mapping[int, float] | None = None,
-    ) -> list[tuple[int, float, Memory]]:
-        """``(seq, keyword evidence, memory)`` of the best keyword matches, best first."""
-        fq = fts_query(query)
-        if fq is None:
-            return []
-        try:
-            rows = self._keyword_rows(fq, scope, limit, filters or {}, matches)
-        except StoreError as exc:  # FTS5 syntax errors cannot happen with quoted terms; say so if they do
-            raise StoreError(f"keyword search failed for {query!r}") from exc
-        if not rows:
-            return []
-        mass = sum(self._idf(query).values())
-        return [(r[0], keyword_evidence(-r[-1], mass), _memory(r)) for r in rows]
 
     def search(
         self, query: str, scope: Scope, limit: int = 10, filters: Mapping[str, Any] | None = None

@@ -1,0 +1,126 @@
+"""Keyword search of the SQLite store: FTS5 ranks first, the scope and filters are checked on its top.
+
+A mixin of :class:`~atomic_agents.memory.SQLiteMemoryStore` (it uses the store's
+connection, lock and read helpers). Evidence is bm25 over the query's IDF mass
+(:func:`~atomic_agents.memory._scoring.keyword_evidence`), the IDF read from the
+FTS index's own counts through an ``fts5vocab`` table.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import StoreError
+from ._base import metadata_matches
+from ._models import Memory, Scope
+from ._scoring import fts_query, idf, keyword_evidence, keyword_terms, stems
+from ._sqlite_sql import _BY_ROWID_SCOPE, _COLS, _LIVE, _SCOPE, _memory, _needs_python_check, _tag_clause
+
+__all__ = ["SQLiteKeyword"]
+
+# Keyword search over-fetches the FTS5 top this many times, growing it by this factor each time,
+# before it falls back to the exact join over every match.
+_RANK_FIRST_ROUNDS, _RANK_FIRST_GROWTH = 3, 8
+
+
+class SQLiteKeyword:
+    """``_keyword`` (rank-first FTS5), ``_matches`` (one pass for hybrid) and ``_idf``."""
+
+    _lock: threading.RLock
+    _writes: int
+    _fts_rows: tuple[tuple[int, int], int] | None
+    _vocab: bool
+
+    if TYPE_CHECKING:  # provided by the store
+
+        def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    def _idf(self, query: str) -> dict[str, float]:
+        """``stem -> idf`` for the query's content words, from the FTS index's own counts."""
+        terms = keyword_terms(query)
+        by_stem = stems(terms)
+        with self._lock:
+            key = (int(self._read("PRAGMA data_version")[0][0]), self._writes)
+            if self._fts_rows is None or self._fts_rows[0] != key:
+                self._fts_rows = (key, int(self._read("SELECT count(*) FROM memories")[0][0]))
+            n_rows = self._fts_rows[1]
+            if not self._vocab:
+                self._read("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab USING fts5vocab(main, memories_fts, row)")
+                self._vocab = True
+        out: dict[str, float] = {}
+        for stem in dict.fromkeys(by_stem.values()):
+            row = self._read("SELECT doc FROM temp.memories_fts_vocab WHERE term = ?", [stem])
+            out[stem] = idf(n_rows, int(row[0][0]) if row else 0)
+        return out
+
+    def _matches(self, fq: str) -> dict[int, float]:
+        """``rowid -> bm25`` of every row matching ``fq`` (one FTS5 pass; bm25 is computed for all of them anyway)."""
+        return dict(self._read("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?", [fq]))
+
+    def _keyword_rows(
+        self, fq: str, scope: Scope, limit: int, filters: Mapping[str, Any], matches: Mapping[int, float] | None = None
+    ) -> list[Any]:
+        """Rows ``(cols..., bm25)`` of the ``limit`` best matches in ``scope``, best first.
+
+        Ranks inside FTS5 first (no join, no scope check), then checks scope, liveness
+        and filters on an over-fetched top only; while those remove too many, the
+        over-fetch grows, and past a few rounds the exact join over all matches runs.
+        It never returns fewer rows than exist. With ``matches`` (from :meth:`_matches`)
+        the ranking is read from them instead of asking FTS5 again.
+        """
+        ordered = None if matches is None else sorted(matches.items(), key=lambda kv: (kv[1], kv[0]))
+        extra, params = _tag_clause(filters)
+        post = _needs_python_check(filters)
+        fetch = limit * 4 + 32
+        for _ in range(_RANK_FIRST_ROUNDS):
+            ranked = ordered[:fetch] if ordered is not None else self._read(
+                "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?"
+                " ORDER BY bm25(memories_fts), rowid LIMIT ?",
+                [fq, fetch],
+            )
+            order = {seq: i for i, (seq, _) in enumerate(ranked)}
+            score = dict(ranked)
+            kept: list[Any] = []
+            for start in range(0, len(ranked), 500):
+                part = [seq for seq, _ in ranked[start : start + 500]]
+                marks = ",".join("?" * len(part))
+                kept += self._read(  # unary + keeps the planner on the rowid lookups, off the scope index
+                    f"SELECT {_COLS} FROM memories m WHERE m.seq IN ({marks}) AND {_BY_ROWID_SCOPE}{extra}",
+                    [*part, *scope.key(), time.time(), *params],
+                )
+            if post:
+                kept = [r for r in kept if metadata_matches(json.loads(r[3]), filters)]
+            kept.sort(key=lambda r: order[r[0]])
+            if len(kept) >= limit or len(ranked) < fetch:  # enough, or every match was looked at
+                return [(*r, score[r[0]]) for r in kept[:limit]]
+            fetch *= _RANK_FIRST_GROWTH
+        rows = self._read(  # the scope holds few of the matches: the exact join over all of them
+            f"SELECT {_COLS}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
+            f" WHERE memories_fts MATCH ? AND {_SCOPE} AND {_LIVE}{extra}"
+            " ORDER BY bm25(memories_fts), m.seq" + ("" if post else " LIMIT ?"),
+            [fq, *scope.key(), time.time(), *params, *([] if post else [limit])],
+        )
+        if post:
+            rows = [r for r in rows if metadata_matches(json.loads(r[3]), filters)][:limit]
+        return rows
+
+    def _keyword(
+        self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None = None,
+        matches: Mapping[int, float] | None = None,
+    ) -> list[tuple[int, float, Memory]]:
+        """``(seq, keyword evidence, memory)`` of the best keyword matches, best first."""
+        fq = fts_query(query)
+        if fq is None:
+            return []
+        try:
+            rows = self._keyword_rows(fq, scope, limit, filters or {}, matches)
+        except StoreError as exc:  # FTS5 syntax errors cannot happen with quoted terms; say so if they do
+            raise StoreError(f"keyword search failed for {query!r}") from exc
+        if not rows:
+            return []
+        mass = sum(self._idf(query).values())
+        return [(r[0], keyword_evidence(-r[-1], mass), _memory(r)) for r in rows]
