@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._io import FileLock, atomic_write, pid_alive
+from .._io import FileLock, atomic_write, pid_alive, sweep_stale_temps
 from .._schema import CURRENT_SCHEMA_VERSION
 from ..exceptions import FrontmatterParseError, LockBusyError, MigrationError
 from ._audit import AUDIT_FILE, HISTORY_FILE, append_history, record_event
@@ -259,6 +259,9 @@ class FilesystemMigrationBackend(RunnerMixin):
     def _sweep_debris(self) -> None:
         for name in sweep_staging(self.migrations_dir):
             log.warning("removed %s, the staging folder of a rollback that was killed", self.migrations_dir / name)
+        # a run killed while writing the lock's plan file leaves that write's temp file at the root
+        for path in sweep_stale_temps(self.agents_root, root=self.agents_root):
+            log.warning("removed %s, the temp file of a writer that was killed", path)
 
     def _record_event(self, event: MigrationEvent) -> None:
         record_event(self.audit_path, event, root=self.agents_root)
