@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from ._embed import Embedder
 from ._models import Memory, Scope, ScopeFilter, check_content, check_id, check_metadata, check_ttl
 from ._secrets import check_no_secrets
 
-__all__ = ["check_prune_target", "check_scope", "check_scope_filter", "embed_texts", "prepare_edit", "prepare_new"]
+__all__ = ["check_prune_target", "memory_from_row", "check_scope", "check_scope_filter", "embed_texts", "prepare_edit", "prepare_new"]
 
 
 def check_scope(scope: object) -> Scope:
@@ -156,3 +157,20 @@ def given_vectors(
                                   rule="unit-vector", record=m.id)
         out[m.id] = arr
     return out
+
+
+def memory_from_row(row: Sequence[Any]) -> Memory:
+    """A memory from a SQL row of ``seq, id, content, metadata (JSON text), scope x4, created, updated, expires, deleted``."""
+    return Memory(
+        id=row[1],
+        content=row[2],
+        metadata=json.loads(row[3]),
+        agent_id=row[4],
+        user_id=row[5],
+        org_id=row[6],
+        workspace_id=row[7],
+        created_at=row[8],
+        updated_at=row[9],
+        expires_at=row[10],
+        deleted_at=row[11] or None,
+    )

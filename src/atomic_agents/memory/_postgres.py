@@ -52,7 +52,6 @@ from ._postgres_sql import (
     redact_dsn,
     _fold,
     _tsquery,
-    _memory,
     _meta_params,
     _needs_python_check,
     _filter_sql,
@@ -60,6 +59,7 @@ from ._postgres_sql import (
     _np,
     _cosine,
 )
+from ._base import memory_from_row as _memory
 from ._postgres_leases import PostgresLeases, _lease, _server_now
 from ._postgres_schema import PG_SCHEMA_VERSION, TS_CONFIG, ensure_schema, ensure_vector_index, vector_index_name
 from collections import Counter

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ._models import Memory, ScopeFilter
+from ._models import ScopeFilter
 from ._scoring import keyword_terms
 
 __all__ = ["is_dsn", "redact_dsn"]
@@ -61,22 +61,6 @@ def _tsquery(query: str) -> str | None:
     """
     terms = keyword_terms(_fold(query))
     return " | ".join(f"'{t}'" for t in terms) if terms else None
-
-
-def _memory(row: Sequence[Any]) -> Memory:
-    return Memory(
-        id=row[1],
-        content=row[2],
-        metadata=json.loads(row[3]),
-        agent_id=row[4],
-        user_id=row[5],
-        org_id=row[6],
-        workspace_id=row[7],
-        created_at=row[8],
-        updated_at=row[9],
-        expires_at=row[10],
-        deleted_at=row[11] or None,
-    )
 
 
 def _no_nul(value: Any) -> Any:

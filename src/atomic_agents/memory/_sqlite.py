@@ -73,7 +73,8 @@ from ._scoring import (
 from ._secrets import check_no_secrets
 from ._sqlite_keyword import SQLiteKeyword
 from ._sqlite_schema import SCHEMA_VERSION, _with_retry, connect, ensure_schema, write_txn
-from ._sqlite_sql import _COLS, _LIVE, _SCOPE, _filtered_source, _memory, _needs_python_check
+from ._sqlite_sql import _COLS, _LIVE, _SCOPE, _filtered_source, _needs_python_check
+from ._base import memory_from_row as _memory
 from ._store import UNSET, Progress
 from ._vectors import VectorIndex
 

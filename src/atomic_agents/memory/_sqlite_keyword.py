@@ -18,7 +18,8 @@ from ..exceptions import StoreError
 from ._base import metadata_matches
 from ._models import Memory, Scope
 from ._scoring import fts_query, idf, keyword_evidence, keyword_terms, stems
-from ._sqlite_sql import _BY_ROWID_SCOPE, _COLS, _LIVE, _SCOPE, _memory, _needs_python_check, _tag_clause
+from ._sqlite_sql import _BY_ROWID_SCOPE, _COLS, _LIVE, _SCOPE, _needs_python_check, _tag_clause
+from ._base import memory_from_row as _memory
 
 __all__ = ["SQLiteKeyword"]
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from ._models import Memory
 
 _COLS = (
     "m.seq, m.id, m.content, m.metadata, m.agent_id, m.user_id, m.org_id, m.workspace_id, "
@@ -15,22 +13,6 @@ _COLS = (
 _LIVE = "m.deleted_at = 0 AND (m.expires_at IS NULL OR m.expires_at > ?)"
 _SCOPE = "m.agent_id = ? AND m.user_id = ? AND m.org_id = ? AND m.workspace_id = ?"
 _BY_ROWID_SCOPE = (_SCOPE + " AND " + _LIVE).replace("m.", "+m.")
-
-
-def _memory(row: Sequence[Any]) -> Memory:
-    return Memory(
-        id=row[1],
-        content=row[2],
-        metadata=json.loads(row[3]),
-        agent_id=row[4],
-        user_id=row[5],
-        org_id=row[6],
-        workspace_id=row[7],
-        created_at=row[8],
-        updated_at=row[9],
-        expires_at=row[10],
-        deleted_at=row[11] or None,
-    )
 
 
 def _tag_clause(filters: Mapping[str, Any]) -> tuple[str, list[Any]]:
