@@ -51,8 +51,8 @@ SCOPE = Scope("eval", "bench")
 POOL = scoring.HYBRID_POOL
 #: The convex-blend baseline's weight, as tuned on the dev split (``--split dev`` re-tunes it).
 BLEND_ALPHA = 0.90
-#: The hybrid score map before it got its own direction: the ranking direction through one logistic.
-PREVIOUS_SCORE_MAP = {"sc_c": 3.131, "sc_e": 3.910, "sc_k": -1.416, "sc_b": -2.378}
+#: GENERIC's hybrid score map (the ranking key through one logistic), for comparison with the fitted one.
+GENERIC_SCORE_MAP = {f: getattr(scoring.GENERIC, f) for f in ("sc_c", "sc_e", "sc_k", "sc_v", "sc_b")}
 
 
 def _load(split: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -65,7 +65,7 @@ def _load(split: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
 
 
 def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL) -> dict[int, dict[str, float]]:
-    """``seq -> {cos, ev, rel, bm25, sem_rank, kw_rank}`` for the candidates ``search_hybrid`` looks at."""
+    """``seq -> {cos, ev, rel, cov, bm25, sem_rank, kw_rank}`` for the candidates ``search_hybrid`` looks at."""
     _, index, _, found = store._semantic(query, SCOPE, {}, depth)
     fq = scoring.fts_query(query)
     kw_rows = store._keyword_rows(fq, SCOPE, depth, {}) if fq else []
@@ -84,10 +84,12 @@ def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL) -> dict[int
             % ",".join("?" * len(cands)), [fq, *cands],
         ):  # fmt: skip
             cands[k]["bm25"] = -b
-    for d in cands.values():
+    coverage = store._matches(query)[1]
+    for k, d in cands.items():
         d.setdefault("cos", 0.0)
         d.setdefault("bm25", 0.0)
         d["ev"] = scoring.keyword_evidence(d["bm25"], mass)
+        d["cov"] = coverage.get(k, 0.0) if d["bm25"] > 0 else 0.0
     best = max((d["ev"] for d in cands.values()), default=0.0)
     for d in cands.values():
         d["rel"] = d["ev"] / best if best > 0 else 0.0
@@ -98,7 +100,9 @@ def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL) -> dict[int
 
 
 def rank_hybrid(p: dict[int, dict[str, float]], cal: scoring.Calibration) -> list[tuple[float, int]]:
-    return scoring.fuse_pool({k: d["cos"] for k, d in p.items()}, {k: d["ev"] for k, d in p.items()}, cal)
+    return scoring.fuse_pool(
+        {k: d["cos"] for k, d in p.items()}, {k: d["ev"] for k, d in p.items()}, cal, {k: d["cov"] for k, d in p.items()}
+    )
 
 
 def rank_semantic(p: dict[int, dict[str, float]], cal: scoring.Calibration) -> list[tuple[float, int]]:
@@ -239,10 +243,10 @@ def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]]) -> scor
     where the larger shortfall from the two targets (kept >= 90%,
     admitted <= 10%) is smallest.
     """
-    feats = lambda d: [d["cos"], d["ev"], d["rel"]]
+    feats = lambda d: [d["cos"], d["ev"], d["rel"], d["cov"] ** 2]
     w = _pairwise(_pairs(pools, wants, feats))
-    print(f"pairwise ranker (cos, ev, rel): {np.round(w, 3).tolist()}")
-    cal0 = replace(scoring.DEFAULT, hy_c=float(w[0]), hy_e=float(w[1]), hy_k=float(w[2]))
+    print(f"pairwise ranker (cos, ev, rel, cov^2): {np.round(w, 3).tolist()}")
+    cal0 = replace(scoring.DEFAULT, hy_c=float(w[0]), hy_e=float(w[1]), hy_k=float(w[2]), hy_v=float(w[3]))
 
     def top1(rank: Callable[..., list[tuple[float, int]]], signal: Callable[[dict[str, float]], float]) -> tuple[float, float]:
         z, right = [], []
@@ -262,20 +266,30 @@ def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]]) -> scor
             x.append(feats(p[hits[0][1]]))
             y.append(float(hits[0][1] in want))
     xa, ya = np.asarray(x), np.asarray(y)
+    n = xa.shape[1]
     v = _logistic(xa, ya)
-    z = xa @ v[:3]
+    sc_b, cut = _place_floor(xa @ v[:n], ya)
+    z = xa @ v[:n]
+    print(f"hybrid score direction (cos, ev, rel, cov^2): {np.round(v[:n], 3).tolist()}, fitted intercept {v[n]:.3f}, "
+          f"moved to {sc_b:.3f} (dev kept {np.mean(z[ya == 1] >= cut):.1%}, admitted {np.mean(z[ya == 0] >= cut):.1%})")  # fmt: skip
+    # GENERIC's score map (embedders without fitted constants): the ranking key through one logistic
+    key = xa @ w
+    ga, gb = _top1_map(key, ya)
+    print(f"GENERIC hybrid score map (the ranking key through one logistic): "
+          f"{dict(zip(('sc_c', 'sc_e', 'sc_k', 'sc_v'), np.round(ga * w, 3).tolist()))}, sc_b={gb:.3f}")
+    return scoring.Calibration(
+        sem_a=sa, sem_b=sb, kw_a=ka, kw_b=kb, hy_c=cal0.hy_c, hy_e=cal0.hy_e, hy_k=cal0.hy_k, hy_v=cal0.hy_v,
+        sc_c=float(v[0]), sc_e=float(v[1]), sc_k=float(v[2]), sc_v=float(v[3]), sc_b=sc_b,
+    )  # fmt: skip
+
+
+def _place_floor(z: np.ndarray, right: np.ndarray) -> tuple[float, float]:
+    """(intercept, cut): 0.45 placed at the dev cut where the larger shortfall from both targets is smallest."""
     cuts = np.unique(z)
-    # the cut nearest both targets at once: the smaller of the two shortfalls is as large as it can be
-    best_cut = min(cuts, key=lambda t: max(0.90 - np.mean(z[ya == 1] >= t), np.mean(z[ya == 0] >= t) - 0.10))
+    best_cut = min(cuts, key=lambda t: max(0.90 - np.mean(z[right == 1] >= t), np.mean(z[right == 0] >= t) - 0.10))
     below = z[z < best_cut]
     cut = (best_cut + below.max()) / 2 if len(below) else best_cut
-    sc_b = math.log(FLOOR / (1 - FLOOR)) - cut
-    print(f"hybrid score direction (cos, ev, rel): {np.round(v[:3], 3).tolist()}, fitted intercept {v[3]:.3f}, "
-          f"moved to {sc_b:.3f} (dev kept {np.mean(z[ya == 1] >= cut):.1%}, admitted {np.mean(z[ya == 0] >= cut):.1%})")  # fmt: skip
-    return scoring.Calibration(
-        sem_a=sa, sem_b=sb, kw_a=ka, kw_b=kb, hy_c=cal0.hy_c, hy_e=cal0.hy_e, hy_k=cal0.hy_k,
-        sc_c=float(v[0]), sc_e=float(v[1]), sc_k=float(v[2]), sc_b=sc_b,
-    )  # fmt: skip
+    return math.log(FLOOR / (1 - FLOOR)) - cut, cut
 
 
 # -- query-level features for the score (an experiment: fit on dev, report on test) -----------
@@ -430,7 +444,7 @@ def run(argv: Sequence[str] | None = None) -> None:
             "keyword (search)": rank_keyword,
             "semantic (recall)": rank_semantic,
             "hybrid (search_hybrid)": rank_hybrid,
-            "hybrid, previous score map (the ranking direction)": lambda p, c: rank_hybrid(p, replace(c, **PREVIOUS_SCORE_MAP)),
+            "hybrid, GENERIC's score map (the ranking key)": lambda p, c: rank_hybrid(p, replace(c, **GENERIC_SCORE_MAP)),
             "previous hybrid (max + bonus)": rank_previous,
             f"convex blend, alpha={dev_alpha:.2f} (baseline)": make_blend(dev_alpha),
         }

@@ -81,6 +81,21 @@ def test_hybrid_keeps_a_keyword_hit_above_the_relevance_floor(store: MemoryStore
     assert hits[0].id == mid and hits[0].score >= RELEVANCE_FLOOR
 
 
+def test_hybrid_ranks_a_memory_holding_every_query_word_above_one_repeating_one(store: MemoryStore, scope: Scope) -> None:
+    # BM25 saturates per word, so repeating the rarer query word in a short memory earns about as
+    # much evidence as holding both words once; keyword coverage (the share of the query's IDF
+    # mass held) tells them apart.
+    repeats = store.remember("Zanzibar. Zanzibar, zanzibar!", None, scope)
+    both = store.remember("The zanzibar runbook covers log rotation and restarts for the billing workers", None, scope)
+    for i in range(2):
+        store.remember(f"the workers' canteen menu, week {i}", None, scope)
+    for i in range(5):
+        store.remember(f"unrelated note number {i} about lunch menus and office plants", None, scope)
+    hits = store.search_hybrid("zanzibar workers", scope, limit=3)
+    assert [h.id for h in hits[:2]] == [both, repeats]
+    assert hits[0].score >= hits[1].score
+
+
 def test_metadata_filters_are_exact_equality_on_top_level_keys(store: MemoryStore, scope: Scope) -> None:
     g1 = [store.remember(f"record {i} of goal one", {"goal_id": "g1", "stage": "action", "n": i}, scope) for i in range(3)]
     store.remember("record of goal two", {"goal_id": "g2", "stage": "action"}, scope)

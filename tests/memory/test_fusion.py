@@ -17,7 +17,7 @@ from atomic_agents.memory import (
     Scope,
     SQLiteMemoryStore,
 )
-from atomic_agents.memory._scoring import fts_query
+from atomic_agents.memory._scoring import fts_query, keyword_coverage, tokens
 from atomic_agents.memory._sqlite_sql import _COLS, _LIVE, _SCOPE
 
 SCOPE = Scope("fusion", "test")
@@ -115,6 +115,26 @@ def test_rank_first_falls_back_to_the_exact_join_when_the_scope_holds_few_matche
             limit = rnd.randint(1, 30)
             assert [h.id for h in store.search(query, sc, limit)] == _full_join(store, query, sc, limit)
     assert any("JOIN memories m ON" in c for c in calls)  # the fallback ran
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 45), min_size=1, max_size=5))
+def test_one_pass_matches_give_the_or_querys_bm25_and_the_held_share_of_idf(
+    scoped_store: tuple[SQLiteMemoryStore, list[Scope]], words: list[int]
+) -> None:
+    """``_matches`` (one MATCH per word) adds up to FTS5's bm25 of the OR query; coverage is the held IDF share."""
+    store, _ = scoped_store
+    query = " ".join(f"w{i}" for i in words)
+    bm, coverage, mass = store._matches(query)
+    whole = dict(store._read("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?", [fts_query(query)]))
+    assert bm.keys() == whole.keys() == coverage.keys()
+    assert all(bm[k] == pytest.approx(whole[k], rel=1e-12, abs=1e-15) for k in whole)
+    idfs = store._idf(query)
+    assert mass == pytest.approx(sum(idfs.values()))
+    texts = dict(store._read("SELECT seq, content FROM memories"))
+    for k in list(coverage)[:50]:
+        held = set(tokens([texts[k]])[0])
+        assert coverage[k] == pytest.approx(keyword_coverage(sum(w for t, w in idfs.items() if t in held), mass))
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from atomic_agents.memory._scoring import (
     hybrid_rank,
     hybrid_score,
     idf,
+    keyword_coverage,
     keyword_evidence,
     keyword_score,
     keyword_terms,
@@ -48,13 +49,30 @@ def test_keyword_score_is_bounded_and_monotone(a: float, b: float) -> None:
     assert 0.0 <= keyword_score(lo) <= keyword_score(hi) <= 1.0
 
 
-@given(cosine, cosine, unit, unit, unit)
-def test_hybrid_score_is_bounded_and_monotone_in_each_signal(c1: float, c2: float, e1: float, e2: float, k: float) -> None:
-    (clo, chi), (elo, ehi) = sorted((c1, c2)), sorted((e1, e2))
-    for c in (clo, chi):
-        # evidence and its share of the query's best move together: e / best with best fixed at 1
-        assert 0.0 <= hybrid_score(c, elo, elo) <= hybrid_score(c, ehi, ehi) <= 1.0
-    assert hybrid_score(clo, e1, k) <= hybrid_score(chi, e1, k)
+@given(cosine, cosine, unit, unit, unit, unit, unit)
+def test_hybrid_score_is_bounded_and_rises_with_meaning_and_with_coverage(
+    c1: float, c2: float, v1: float, v2: float, e: float, k: float, v: float
+) -> None:
+    (clo, chi), (vlo, vhi) = sorted((c1, c2)), sorted((v1, v2))
+    for cal in (DEFAULT, GENERIC):
+        assert 0.0 <= hybrid_score(clo, e, k, cal, v) <= hybrid_score(chi, e, k, cal, v) <= 1.0
+        assert hybrid_score(c1, e, k, cal, vlo) <= hybrid_score(c1, e, k, cal, vhi)
+        assert hybrid_rank(clo, e, k, cal, v) <= hybrid_rank(chi, e, k, cal, v)
+        assert hybrid_rank(c1, e, k, cal, vlo) <= hybrid_rank(c1, e, k, cal, vhi)
+
+
+@given(cosine)
+def test_a_memory_holding_every_query_word_outranks_and_outscores_one_holding_none(c: float) -> None:
+    # same meaning; one holds all of the query's words (the query's best match), the other none
+    for cal in (DEFAULT, GENERIC):
+        assert hybrid_rank(c, 1.0, 1.0, cal, 1.0) > hybrid_rank(c, 0.0, 0.0, cal, 0.0)
+        assert hybrid_score(c, 1.0, 1.0, cal, 1.0) >= hybrid_score(c, 0.0, 0.0, cal, 0.0)
+
+
+def test_keyword_coverage_is_the_held_share_of_the_idf_mass() -> None:
+    assert keyword_coverage(3.0, 4.0) == 0.75
+    assert keyword_coverage(0.0, 4.0) == keyword_coverage(2.0, 0.0) == 0.0
+    assert keyword_coverage(5.0, 4.0) == 1.0
 
 
 @given(st.dictionaries(st.integers(0, 50), cosine, max_size=20), st.dictionaries(st.integers(0, 50), unit, max_size=20))
@@ -65,10 +83,16 @@ def test_fused_pool_is_sorted_bounded_and_keeps_only_candidates_with_a_signal(co
     assert {k for _, k in fused} == {k for k, c in cos.items() if c > 0} | {k for k, e in ev.items() if e > 0}
 
 
-@given(st.dictionaries(st.integers(0, 50), cosine, max_size=20), st.dictionaries(st.integers(0, 50), unit, max_size=20))
-def test_fused_pool_ranks_by_the_ranking_key_and_scores_top1_by_its_own_calibrated_score(cos: dict[int, float], ev: dict[int, float]) -> None:
+@given(
+    st.dictionaries(st.integers(0, 50), cosine, max_size=20),
+    st.dictionaries(st.integers(0, 50), unit, max_size=20),
+    st.dictionaries(st.integers(0, 50), unit, max_size=20),
+)
+def test_fused_pool_ranks_by_the_ranking_key_and_scores_top1_by_its_own_calibrated_score(
+    cos: dict[int, float], ev: dict[int, float], cov: dict[int, float]
+) -> None:
     for cal in (DEFAULT, GENERIC):
-        fused = fuse_pool(cos, ev, cal)
+        fused = fuse_pool(cos, ev, cal, cov)
         if not fused:
             continue
         best = max(ev.values(), default=0.0)
@@ -77,22 +101,28 @@ def test_fused_pool_ranks_by_the_ranking_key_and_scores_top1_by_its_own_calibrat
             return ev.get(k, 0.0) / best if best > 0 else 0.0
 
         keys = [k for _, k in fused]
-        assert keys == sorted(keys, key=lambda k: (hybrid_rank(cos.get(k, 0.0), ev.get(k, 0.0), rel(k), cal), k), reverse=True)
-        top = keys[0]
-        assert fused[0][0] == hybrid_score(cos.get(top, 0.0), ev.get(top, 0.0), rel(top), cal)
+        def key(k: int) -> tuple[float, int]:
+            return hybrid_rank(cos.get(k, 0.0), ev.get(k, 0.0), rel(k), cal, cov.get(k, 0.0)), k
+
+        def score(k: int) -> float:
+            return hybrid_score(cos.get(k, 0.0), ev.get(k, 0.0), rel(k), cal, cov.get(k, 0.0))
+
+        keys = [k for _, k in fused]
+        assert keys == sorted(keys, key=key, reverse=True)
+        assert fused[0][0] == score(keys[0])
         # every score is the hit's own, capped by the one above it
         for (s_hi, _), (s_lo, k) in itertools.pairwise(fused):
-            assert s_lo == min(s_hi, hybrid_score(cos.get(k, 0.0), ev.get(k, 0.0), rel(k), cal))
+            assert s_lo == min(s_hi, score(k))
 
 
 def test_hybrid_floor_a_weak_keyword_only_match_is_out_a_clear_paraphrase_is_in() -> None:
     # the query's best keyword match (relative 1), holding little of its IDF mass, barely related in meaning
-    assert hybrid_score(0.15, 0.2, 1.0, DEFAULT) < RELEVANCE_FLOOR
-    assert hybrid_score(0.15, 0.2, 1.0, GENERIC) < RELEVANCE_FLOOR
+    assert hybrid_score(0.15, 0.2, 1.0, DEFAULT, 0.2) < RELEVANCE_FLOOR
+    assert hybrid_score(0.15, 0.2, 1.0, GENERIC, 0.2) < RELEVANCE_FLOOR
     # no shared word, a close meaning: relevant; unrelated meaning: not
     assert hybrid_score(0.6, 0.0, 0.0, DEFAULT) >= RELEVANCE_FLOOR > hybrid_score(0.25, 0.0, 0.0, DEFAULT)
     # every query word present and related in meaning
-    assert hybrid_score(0.5, 1.0, 1.0, DEFAULT) >= RELEVANCE_FLOOR
+    assert hybrid_score(0.5, 1.0, 1.0, DEFAULT, 1.0) >= RELEVANCE_FLOOR
 
 
 def test_a_weak_keyword_match_scores_below_the_floor_and_a_full_one_above() -> None:

@@ -49,6 +49,7 @@ from ._scoring import (
     calibration_for,
     fuse_pool,
     idf,
+    keyword_coverage,
     keyword_evidence,
     keyword_score,
     keyword_terms,
@@ -225,23 +226,28 @@ class InMemoryMemoryStore:
         return got
 
     def _evidence(self, query: str, pool: list[Memory]) -> dict[str, float]:
-        """Keyword evidence of each memory in ``pool`` that matches a query word.
+        """Keyword evidence of each memory in ``pool`` that matches a query word."""
+        return self._keyword_signals(query, pool)[0]
+
+    def _keyword_signals(self, query: str, pool: list[Memory]) -> tuple[dict[str, float], dict[str, float]]:
+        """Keyword evidence and keyword coverage of each memory in ``pool`` that matches a query word.
 
         Row counts span every stored memory (all scopes, forgotten ones too), as SQLite's FTS index does.
         """
         wanted = set(stems(keyword_terms(query)).values())
         if not wanted or not pool:
-            return {}
+            return {}, {}
         every = [self._counts(m.content) for m in self._mems.values()]
         avg = sum(sum(c.values()) for c in every) / max(len(every), 1)
         idfs = {t: idf(len(every), sum(1 for c in every if c[t])) for t in wanted}
         mass = sum(idfs.values())
-        out = {}
+        ev, cov = {}, {}
         for m in pool:
             c = self._counts(m.content)
             if any(c[t] for t in wanted):
-                out[m.id] = keyword_evidence(bm25(c, sum(c.values()), avg, idfs), mass)
-        return out
+                ev[m.id] = keyword_evidence(bm25(c, sum(c.values()), avg, idfs), mass)
+                cov[m.id] = keyword_coverage(sum(w for t, w in idfs.items() if c[t]), mass)
+        return ev, cov
 
     def _keyword(self, query: str, pool: list[Memory], limit: int) -> list[tuple[Memory, float]]:
         ev = self._evidence(query, pool)
@@ -291,7 +297,7 @@ class InMemoryMemoryStore:
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         pool = self._live(sc, flt)
         cos = self._cosines(q, pool)
-        ev = self._evidence(q, pool)
+        ev, coverage = self._keyword_signals(q, pool)
         # the same candidate pool as the SQLite backend: each ranker's top max(4 * limit, HYBRID_POOL)
         depth = max(lim * 4, HYBRID_POOL)
         by_cos = sorted(pool, key=lambda m: -cos.get(m.id, -2.0))[:depth]
@@ -302,6 +308,7 @@ class InMemoryMemoryStore:
             {k: cos[m.id] for k, m in cands.items() if m.id in cos},
             {k: ev[m.id] for k, m in cands.items() if m.id in ev},
             calibration_for(self.embedder),
+            {k: coverage[m.id] for k, m in cands.items() if m.id in coverage},
         )
         return [Hit(cands[k], s) for s, k in fused if s > 0.0][:lim]  # no signal is not a hit
 

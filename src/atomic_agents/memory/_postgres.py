@@ -70,6 +70,7 @@ from ._scoring import (
     calibration_for,
     fuse_pool,
     idf,
+    keyword_coverage,
     keyword_evidence,
     keyword_score,
     keyword_terms,
@@ -419,18 +420,23 @@ class PostgresMemoryStore(PostgresLeases):
 
     def _evidence(self, query: str, mems: Mapping[int, Memory]) -> dict[int, float]:
         """Keyword evidence (shared BM25 over SQLite's tokens) of each given memory that matches."""
+        return self._keyword_signals(query, mems)[0]
+
+    def _keyword_signals(self, query: str, mems: Mapping[int, Memory]) -> tuple[dict[int, float], dict[int, float]]:
+        """Keyword evidence and keyword coverage of each given memory that matches a query word."""
         idfs = self._idf(query)
         if not idfs or not mems:
-            return {}
+            return {}, {}
         keys = list(mems)
         counts = [Counter(t) for t in tokens([mems[k].content for k in keys])]
         avg = sum(sum(c.values()) for c in counts) / len(counts)
         mass = sum(idfs.values())
-        return {
-            k: keyword_evidence(bm25(c, sum(c.values()), avg, idfs), mass)
-            for k, c in zip(keys, counts, strict=True)
-            if any(c[t] for t in idfs)
-        }
+        ev, cov = {}, {}
+        for k, c in zip(keys, counts, strict=True):
+            if any(c[t] for t in idfs):
+                ev[k] = keyword_evidence(bm25(c, sum(c.values()), avg, idfs), mass)
+                cov[k] = keyword_coverage(sum(w for t, w in idfs.items() if c[t]), mass)
+        return ev, cov
 
     def _keyword(
         self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None = None
@@ -526,8 +532,8 @@ class PostgresMemoryStore(PostgresLeases):
                 [qv, missing],
             ):
                 cos[k] = _cosine(d)
-        kw = self._evidence(q, mems)  # every candidate on one footing (one average length)
-        fused = fuse_pool(cos, kw, calibration_for(self.embedder))
+        kw, coverage = self._keyword_signals(q, mems)  # every candidate on one footing (one average length)
+        fused = fuse_pool(cos, kw, calibration_for(self.embedder), coverage)
         return [Hit(mems[k], s) for s, k in fused if s > 0.0][:lim]  # no signal at all is not a hit
 
     def list_memories(

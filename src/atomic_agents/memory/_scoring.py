@@ -16,6 +16,10 @@ Signals:
   unlike "best hit = 1", the best hit of a query that nothing really matches
   still scores low. ``idf(t) = ln((N - n_t + 0.5) / (n_t + 0.5))`` (FTS5's,
   floored at 1e-6) with ``N`` rows indexed and ``n_t`` rows holding ``t``.
+- **keyword coverage** ``v`` in [0, 1]: the share of that IDF mass the memory holds,
+  ``sum(idf(t) for t in the memory) / sum(idf(t))`` over the query's distinct content
+  stems, however often each occurs. BM25 saturates per word, so a memory repeating one
+  rare query word can out-score one holding every word; coverage tells them apart.
 
 Scores (``sigma`` is the logistic function; constants in :data:`DEFAULT`, fitted on
 the labelled set's dev split by ``bench/_mem_quality.py --fit``):
@@ -24,9 +28,10 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
 - keyword: ``sigma(k_a * e + k_b)``
 - hybrid: ``k = e / max e`` over the query's candidate pool (its keyword evidence
   relative to the query's best keyword match). Both rankers contribute a pool
-  (:data:`HYBRID_POOL` each, or ``4 * limit``) and every candidate gets both signals.
-  Candidates are *ranked* by ``h_c * c + h_e * e + h_k * k`` (a pairwise logistic
-  ranker's direction) and *scored* by ``sigma(s_c * c + s_e * e + s_k * k + s_b)``,
+  (:data:`HYBRID_POOL` each, or ``4 * limit``) and every candidate gets all signals.
+  Candidates are *ranked* by ``h_c * c + h_e * e + h_k * k + h_v * v**2`` (a pairwise
+  logistic ranker's direction; the square rewards holding *all* of the query's words far
+  more than holding some) and *scored* by ``sigma(s_c * c + s_e * e + s_k * k + s_v * v**2 + s_b)``,
   capped at the score of the hit ranked above (scores never rise down the list; the
   top-1's is its own). The two directions differ because the questions differ: within
   one query, keyword evidence orders candidates; across queries, what tells a right
@@ -73,6 +78,7 @@ __all__ = [
     "hybrid_rank",
     "hybrid_score",
     "idf",
+    "keyword_coverage",
     "keyword_evidence",
     "keyword_score",
     "keyword_terms",
@@ -189,6 +195,13 @@ def keyword_evidence(bm25: float, idf_mass: float) -> float:
     return min(bm25 / idf_mass, 1.0)
 
 
+def keyword_coverage(matched_idf: float, idf_mass: float) -> float:
+    """The share of the query's IDF mass a memory holds (distinct stems), in [0, 1]."""
+    if idf_mass <= 0.0 or matched_idf <= 0.0:
+        return 0.0
+    return min(matched_idf / idf_mass, 1.0)
+
+
 # -- calibration ------------------------------------------------------------------------------
 
 
@@ -209,6 +222,9 @@ class Calibration:
     sc_e: float
     sc_k: float
     sc_b: float
+    #: weights of squared keyword coverage in the ranking key and in the score map
+    hy_v: float = 0.0
+    sc_v: float = 0.0
     #: identity semantic map (clipped cosine) instead of the logistic one
     raw_semantic: bool = False
     #: added to cosines before the hybrid map: puts another embedder's relevance floor
@@ -226,8 +242,8 @@ def _sigma(x: float) -> float:
 #: Fitted for the default model (all-MiniLM-L6-v2, int8) on the dev split of
 #: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
 DEFAULT = Calibration(
-    sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=15.241, hy_e=19.032, hy_k=-6.894,
-    sc_c=8.527, sc_e=6.669, sc_k=-5.541, sc_b=-3.719,
+    sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=15.511, hy_e=1.966, hy_k=-3.429, hy_v=16.751,
+    sc_c=8.454, sc_e=-5.730, sc_k=-1.907, sc_v=10.811, sc_b=-3.531,
 )  # fmt: skip
 #: For other embedders: semantic scores stay clipped cosines; keyword scores and the hybrid
 #: ranking use DEFAULT's constants. The hybrid score keeps one logistic of the ranking key
@@ -235,7 +251,7 @@ DEFAULT = Calibration(
 #: default model's cosine levels (a hit with no keyword match passes 0.45 from cosine 0.41),
 #: which a shifted foreign cosine does not share.
 GENERIC = Calibration(**{
-    **DEFAULT.__dict__, "raw_semantic": True, "sc_c": 3.131, "sc_e": 3.910, "sc_k": -1.416, "sc_b": -2.378,
+    **DEFAULT.__dict__, "raw_semantic": True, "sc_c": 3.193, "sc_e": 0.405, "sc_k": -0.706, "sc_v": 3.448, "sc_b": -1.310,
 })  # fmt: skip
 _FITTED = {"all-MiniLM-L6-v2-onnx-int8": DEFAULT}
 
@@ -270,44 +286,57 @@ def keyword_score(evidence: float, cal: Calibration = DEFAULT) -> float:
     return _sigma(cal.kw_a * min(evidence, 1.0) + cal.kw_b)
 
 
-def _signals(cosine: float, evidence: float, relative: float, cal: Calibration) -> tuple[float, float, float]:
+def _signals(
+    cosine: float, evidence: float, relative: float, coverage: float, cal: Calibration
+) -> tuple[float, float, float, float]:
     c = min(max(float(cosine) + cal.cos_shift, -1.0), 1.0)
-    return c, min(max(evidence, 0.0), 1.0), min(max(relative, 0.0), 1.0)
+    v = min(max(coverage, 0.0), 1.0)
+    return c, min(max(evidence, 0.0), 1.0), min(max(relative, 0.0), 1.0), v * v
 
 
-def hybrid_rank(cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT) -> float:
-    """The ranking key of a hybrid candidate (higher first): ``h_c c + h_e e + h_k k``."""
-    c, e, k = _signals(cosine, evidence, relative, cal)
-    return cal.hy_c * c + cal.hy_e * e + cal.hy_k * k
+def hybrid_rank(
+    cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT, coverage: float = 0.0
+) -> float:
+    """The ranking key of a hybrid candidate (higher first): ``h_c c + h_e e + h_k k + h_v v**2``."""
+    c, e, k, v2 = _signals(cosine, evidence, relative, coverage, cal)
+    return cal.hy_c * c + cal.hy_e * e + cal.hy_k * k + cal.hy_v * v2
 
 
-def hybrid_score(cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT) -> float:
+def hybrid_score(
+    cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT, coverage: float = 0.0
+) -> float:
     """The calibrated score of a hybrid hit, before the cap of :func:`fuse_pool`.
 
-    ``relative``: this evidence over the best evidence of the query's candidate pool (in [0, 1]).
+    ``relative``: this evidence over the best evidence of the query's candidate pool (in [0, 1]);
+    ``coverage``: the share of the query's IDF mass the memory holds (:func:`keyword_coverage`).
     """
-    c, e, k = _signals(cosine, evidence, relative, cal)
-    return _sigma(cal.sc_c * c + cal.sc_e * e + cal.sc_k * k + cal.sc_b)
+    c, e, k, v2 = _signals(cosine, evidence, relative, coverage, cal)
+    return _sigma(cal.sc_c * c + cal.sc_e * e + cal.sc_k * k + cal.sc_v * v2 + cal.sc_b)
 
 
 def fuse_pool(
-    cosines: Mapping[int, float], evidence: Mapping[int, float], cal: Calibration
+    cosines: Mapping[int, float],
+    evidence: Mapping[int, float],
+    cal: Calibration,
+    coverage: Mapping[int, float] | None = None,
 ) -> list[tuple[float, int]]:
     """``(score, key)`` for every candidate with some signal (cosine > 0 or evidence > 0), best first.
 
     Order is by :func:`hybrid_rank` (ties to the higher key: the newer row). Each score is
     :func:`hybrid_score` capped at the score of the hit ranked above it, so scores never
-    rise down the list and the top-1's score is its own calibrated estimate.
+    rise down the list and the top-1's score is its own calibrated estimate. ``coverage``
+    (``key -> share of the query's IDF mass``) is 0 for a key it leaves out.
     """
     keys = {k for k, c in cosines.items() if c > 0.0} | {k for k, e in evidence.items() if e > 0.0}
     if not keys:
         return []
     best = max(evidence.values(), default=0.0)
+    cov = coverage or {}
     ranked = []
     for k in keys:
-        c, e = cosines.get(k, 0.0), evidence.get(k, 0.0)
+        c, e, v = cosines.get(k, 0.0), evidence.get(k, 0.0), cov.get(k, 0.0)
         rel = e / best if best > 0.0 else 0.0
-        ranked.append((hybrid_rank(c, e, rel, cal), k, hybrid_score(c, e, rel, cal)))
+        ranked.append((hybrid_rank(c, e, rel, cal, v), k, hybrid_score(c, e, rel, cal, v)))
     ranked.sort(reverse=True)
     out, cap = [], 1.0
     for _, k, score in ranked:

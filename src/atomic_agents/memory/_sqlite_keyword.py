@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..exceptions import StoreError
 from ._base import metadata_matches
 from ._models import Memory, Scope
-from ._scoring import fts_query, idf, keyword_evidence, keyword_terms, stems
+from ._scoring import fts_query, idf, keyword_coverage, keyword_evidence, keyword_terms, stems
 from ._sqlite_sql import _BY_ROWID_SCOPE, _COLS, _LIVE, _SCOPE, _needs_python_check, _tag_clause
 from ._base import memory_from_row as _memory
 
@@ -58,9 +58,37 @@ class SQLiteKeyword:
             out[stem] = idf(n_rows, int(row[0][0]) if row else 0)
         return out
 
-    def _matches(self, fq: str) -> dict[int, float]:
-        """``rowid -> bm25`` of every row matching ``fq`` (one FTS5 pass; bm25 is computed for all of them anyway)."""
-        return dict(self._read("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?", [fq]))
+    def _matches(self, query: str) -> tuple[dict[int, float], dict[int, float], float]:
+        """``(rowid -> bm25, rowid -> keyword coverage, IDF mass)`` of every row matching a query word.
+
+        One FTS5 pass, one MATCH per word (``UNION ALL``): each word's doclist is read once,
+        as the ``OR`` query reads it, and FTS5's bm25 is a sum over the query's phrases, so
+        the per-word bm25s add up to the ``OR`` query's (same order, same floats). The words
+        each row holds give its coverage (:func:`~atomic_agents.memory._scoring.keyword_coverage`).
+        """
+        terms = keyword_terms(query)
+        if not terms:
+            return {}, {}, 0.0
+        by_stem = stems(terms)
+        idfs = self._idf(query)
+        seen: set[str] = set()
+        weight = []  # a stem's IDF counts once, on its first word
+        for t in terms:
+            st = by_stem.get(t)
+            weight.append(idfs.get(st, 0.0) if st is not None and st not in seen else 0.0)
+            if st is not None:
+                seen.add(st)
+        sql = " UNION ALL ".join(
+            f"SELECT rowid, bm25(memories_fts), {i} FROM memories_fts WHERE memories_fts MATCH ?" for i in range(len(terms))
+        )
+        bm: dict[int, float] = {}
+        held: dict[int, float] = {}
+        for rowid, b, i in self._read(sql, ['"' + t.replace('"', '""') + '"' for t in terms]):
+            bm[rowid] = bm.get(rowid, 0.0) + b
+            if weight[i]:
+                held[rowid] = held.get(rowid, 0.0) + weight[i]
+        mass = sum(idfs.values())
+        return bm, {k: keyword_coverage(v, mass) for k, v in held.items()}, mass
 
     def _keyword_rows(
         self, fq: str, scope: Scope, limit: int, filters: Mapping[str, Any], matches: Mapping[int, float] | None = None
