@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_memory.py --section quality                 # test split, the shipped constants
     .venv/bin/python bench/bench_memory.py --section quality --split dev --fit   # fit constants on dev, print them
-    .venv/bin/python bench/bench_memory.py --section quality --latency 100000    # + keyword rank-first at 100k
+    .venv/bin/python bench/bench_memory.py --section quality --latency 100000    # + keyword rank-first, hybrid at 100k
 
 Builds a temporary SQLite store of the whole corpus with the real default embedder,
 then for every query of the split reports recall@5, recall@10 and MRR (answerable
@@ -14,7 +14,8 @@ queries whose top-1 is right that keep a top-1 score >= 0.45, and share of
 irrelevant queries whose top-1 scores >= 0.45 (targets >= 90% and <= 10%).
 
 ``--fit`` (dev split only) fits the calibration of ``memory/_scoring.py``: a pairwise
-logistic ranker over the dev pools (relevant above not) gives the hybrid weights, then
+logistic ranker over the dev pools (relevant above not) gives the hybrid weights of
+(cosine, evidence, relative evidence, squared keyword coverage), then
 each ranker's score is a logistic map of its signal fitted on top-1 hits: the
 probability that the top-1 hit is right (an irrelevant query's top-1 never is).
 """
@@ -45,6 +46,7 @@ from atomic_agents.memory import (
     default_embedder,
 )
 from atomic_agents.memory import _scoring as scoring
+from atomic_agents.memory._sqlite_keyword import Matches
 
 FLOOR = 0.45
 SCOPE = Scope("eval", "bench")
@@ -84,7 +86,7 @@ def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL) -> dict[int
             % ",".join("?" * len(cands)), [fq, *cands],
         ):  # fmt: skip
             cands[k]["bm25"] = -b
-    coverage = store._matches(query)[1]
+    coverage = store._matches(query).coverage(cands)
     for k, d in cands.items():
         d.setdefault("cos", 0.0)
         d.setdefault("bm25", 0.0)
@@ -295,11 +297,12 @@ def _place_floor(z: np.ndarray, right: np.ndarray) -> tuple[float, float]:
 # -- query-level features for the score (an experiment: fit on dev, report on test) -----------
 
 FEATURE_SETS = {
-    "cos, ev, rel (the shipped signals)": ("cos", "ev", "rel"),
-    "+ stand-out, margin, z (query level)": ("cos", "ev", "rel", "standout", "margin", "z"),
-    "+ keyword coverage": ("cos", "ev", "rel", "coverage"),
-    "+ ranks, both rankers agree": ("cos", "ev", "rel", "log_sem_rank", "log_kw_rank", "both"),
-    "all of the above": ("cos", "ev", "rel", "standout", "margin", "z", "coverage", "log_sem_rank", "log_kw_rank", "both"),
+    "cos, ev, rel (the signals before coverage)": ("cos", "ev", "rel"),
+    "cos, ev, rel, cov^2 (the shipped signals)": ("cos", "ev", "rel", "cov2"),
+    "+ stand-out, margin, z (query level)": ("cos", "ev", "rel", "cov2", "standout", "margin", "z"),
+    "+ share of query stems held (unweighted)": ("cos", "ev", "rel", "cov2", "coverage"),
+    "+ ranks, both rankers agree": ("cos", "ev", "rel", "cov2", "log_sem_rank", "log_kw_rank", "both"),
+    "all of the above": ("cos", "ev", "rel", "cov2", "standout", "margin", "z", "coverage", "log_sem_rank", "log_kw_rank", "both"),
 }
 
 
@@ -318,7 +321,7 @@ def top1_features(p: dict[int, dict[str, float]], query: str, text: dict[int, st
     have = set(scoring.tokens([text[k]])[0])
     d = p[k]
     f = {
-        "cos": d["cos"], "ev": d["ev"], "rel": d["rel"],
+        "cos": d["cos"], "ev": d["ev"], "rel": d["rel"], "cov2": d["cov"] ** 2,
         "standout": d["cos"] - float(np.median(cos)), "margin": float(cos[0] - cos[1]) if len(cos) > 1 else 0.0,
         "z": (d["cos"] - float(cos.mean())) / (float(cos.std()) + 1e-6),
         "coverage": len(qst & have) / len(qst) if qst else 0.0,
@@ -351,7 +354,8 @@ def feature_experiment(dev: list[tuple[int, dict[str, float], bool, bool]], test
 
 
 def latency(n: int, reps: int, tmp: Path) -> list[tuple[str, str, str, str]]:
-    """Keyword search p50 at ``n`` rows (3 scopes) vs raw FTS5 top-10 and the previous full join.
+    """Keyword search p50 at ``n`` rows (3 scopes) vs raw FTS5 top-10 and the previous full join;
+    ``search_hybrid`` p50 and its FTS5 pass (one MATCH per word, for coverage) vs the one-OR-query pass.
 
     Synthetic rows (18 Zipf-distributed words, 384-d fake vectors), written through the store.
     """
@@ -384,8 +388,27 @@ def latency(n: int, reps: int, tmp: Path) -> list[tuple[str, str, str, str]]:
     def ours(q: str) -> None:
         store.search(q, scopes[1], 10)
 
-    times: dict[str, list[float]] = {"raw": [], "join": [], "ours": []}
-    fns = {"raw": raw, "join": full_join, "ours": ours}
+    def or_pass(q: str) -> Matches:
+        """The hybrid FTS5 pass before coverage: one OR query, bm25 only."""
+        got = dict(conn.execute("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?",
+                                [scoring.fts_query(q)]).fetchall())  # fmt: skip
+        return Matches(got, [], sum(store._idf(q).values()))
+
+    real_matches = store._matches
+
+    def hybrid(q: str) -> None:
+        store.search_hybrid(q, scopes[1], None, 10)
+
+    def hybrid_or_pass(q: str) -> None:
+        store._matches = or_pass  # type: ignore[method-assign]
+        try:
+            store.search_hybrid(q, scopes[1], None, 10)
+        finally:
+            store._matches = real_matches  # type: ignore[method-assign]
+
+    times: dict[str, list[float]] = {"raw": [], "join": [], "ours": [], "hybrid": [], "hybrid_or": [], "per_word": [], "or": []}
+    fns = {"raw": raw, "join": full_join, "ours": ours, "hybrid": hybrid, "hybrid_or": hybrid_or_pass,
+           "per_word": real_matches, "or": or_pass}  # fmt: skip
     for q in queries[:3]:
         for f in fns.values():
             f(q)
@@ -401,6 +424,10 @@ def latency(n: int, reps: int, tmp: Path) -> list[tuple[str, str, str, str]]:
     return [
         (f"keyword search p50 at {n:,} (ms; ~{n_match:,} matches/query)", f"{med['ours']:.1f}",
          f"{med['raw']:.1f} raw FTS5 top-10 ({med['ours'] / med['raw']:.2f}x); {med['join']:.1f} previous full join", "<= 1.5x raw"),
+        (f"search_hybrid p50 at {n:,} (ms; fake 384-d embedder)", f"{med['hybrid']:.1f}",
+         f"{med['hybrid_or']:.1f} with the previous FTS5 pass (one OR query, no coverage) ({med['hybrid'] / med['hybrid_or']:.2f}x)", "-"),
+        (f"hybrid FTS5 pass at {n:,} (ms): one MATCH per word, bm25 + coverage", f"{med['per_word']:.1f}",
+         f"{med['or']:.1f} one OR query, bm25 only ({med['per_word'] / med['or']:.2f}x)", "-"),
     ]  # fmt: skip
 
 
@@ -411,7 +438,7 @@ def run(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="bench_memory.py --section quality")
     ap.add_argument("--split", default="test", choices=["dev", "test", "all"])
     ap.add_argument("--fit", action="store_true", help="fit the calibration on the dev split and print it")
-    ap.add_argument("--latency", type=int, default=0, help="also time keyword rank-first at this many rows")
+    ap.add_argument("--latency", type=int, default=0, help="also time keyword rank-first and search_hybrid at this many rows")
     ap.add_argument("--reps", type=int, default=100)
     args = ap.parse_args(list(argv) if argv is not None else None)
     if args.fit and args.split != "dev":

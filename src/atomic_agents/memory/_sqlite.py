@@ -496,15 +496,14 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         pool = max(lim * 4, HYBRID_POOL)
         qv, index, only, found = self._semantic(q, sc, flt, pool)
         cos = dict(found)
-        # one FTS5 pass ranks and gives every candidate's evidence and coverage
-        matches, coverage, mass = self._matches(q)
+        found_kw = self._matches(q)  # one FTS5 pass ranks and gives every candidate's evidence and coverage
+        matches = found_kw.bm25
         kw = {k: e for k, e, _ in self._keyword(q, sc, pool, flt, matches)}
         cos.update(index.scores_for(qv, [k for k in kw if k not in cos]))
         if matches:
-            kw.update((k, keyword_evidence(-matches[k], mass)) for k in cos if k not in kw and k in matches)
+            kw.update((k, keyword_evidence(-matches[k], found_kw.mass)) for k in cos if k not in kw and k in matches)
         cal = calibration_for(self.embedder)
-        cover = {k: coverage[k] for k in kw if k in coverage}
-        top = [(s, k) for s, k in fuse_pool(cos, kw, cal, cover) if s > 0.0][:lim]
+        top = [(s, k) for s, k in fuse_pool(cos, kw, cal, found_kw.coverage(kw)) if s > 0.0][:lim]
         mems = self._fetch([k for _, k in top])
         return [Hit(mems[k], s) for s, k in top if k in mems]
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import StoreError
@@ -21,11 +22,29 @@ from ._scoring import fts_query, idf, keyword_coverage, keyword_evidence, keywor
 from ._sqlite_sql import _BY_ROWID_SCOPE, _COLS, _LIVE, _SCOPE, _needs_python_check, _tag_clause
 from ._base import memory_from_row as _memory
 
-__all__ = ["SQLiteKeyword"]
+__all__ = ["Matches", "SQLiteKeyword"]
 
 # Keyword search over-fetches the FTS5 top this many times, growing it by this factor each time,
 # before it falls back to the exact join over every match.
 _RANK_FIRST_ROUNDS, _RANK_FIRST_GROWTH = 3, 8
+
+
+@dataclass(frozen=True)
+class Matches:
+    """The rows matching any query word (from :meth:`SQLiteKeyword._matches`)."""
+
+    #: ``rowid -> bm25`` (FTS5's sign: lower is better) of the query's ``OR`` over its words
+    bm25: dict[int, float]
+    #: ``(idf, rows holding the word)`` per distinct stem of the query
+    words: list[tuple[float, Container[int]]]
+    #: the query's IDF mass (sum over its distinct content stems)
+    mass: float
+
+    def coverage(self, keys: Iterable[int]) -> dict[int, float]:
+        """``rowid -> keyword coverage`` of the given rows that match a query word."""
+        return {
+            k: keyword_coverage(sum(w for w, rows in self.words if k in rows), self.mass) for k in keys if k in self.bm25
+        }
 
 
 class SQLiteKeyword:
@@ -58,37 +77,35 @@ class SQLiteKeyword:
             out[stem] = idf(n_rows, int(row[0][0]) if row else 0)
         return out
 
-    def _matches(self, query: str) -> tuple[dict[int, float], dict[int, float], float]:
-        """``(rowid -> bm25, rowid -> keyword coverage, IDF mass)`` of every row matching a query word.
+    def _matches(self, query: str) -> Matches:
+        """Every row matching a query word: its bm25, and what :meth:`Matches.coverage` needs.
 
-        One FTS5 pass, one MATCH per word (``UNION ALL``): each word's doclist is read once,
-        as the ``OR`` query reads it, and FTS5's bm25 is a sum over the query's phrases, so
-        the per-word bm25s add up to the ``OR`` query's (same order, same floats). The words
-        each row holds give its coverage (:func:`~atomic_agents.memory._scoring.keyword_coverage`).
+        One FTS5 pass, one MATCH per word: each word's doclist is read once, as the ``OR``
+        query reads it, and FTS5's bm25 is a sum over the query's phrases, so the per-word
+        bm25s, added in word order, are the ``OR`` query's (the same floats).
         """
         terms = keyword_terms(query)
         if not terms:
-            return {}, {}, 0.0
+            return Matches({}, [], 0.0)
         by_stem = stems(terms)
         idfs = self._idf(query)
         seen: set[str] = set()
-        weight = []  # a stem's IDF counts once, on its first word
-        for t in terms:
-            st = by_stem.get(t)
-            weight.append(idfs.get(st, 0.0) if st is not None and st not in seen else 0.0)
-            if st is not None:
-                seen.add(st)
-        sql = " UNION ALL ".join(
-            f"SELECT rowid, bm25(memories_fts), {i} FROM memories_fts WHERE memories_fts MATCH ?" for i in range(len(terms))
-        )
+        words: list[tuple[float, dict[int, float]]] = []
         bm: dict[int, float] = {}
-        held: dict[int, float] = {}
-        for rowid, b, i in self._read(sql, ['"' + t.replace('"', '""') + '"' for t in terms]):
-            bm[rowid] = bm.get(rowid, 0.0) + b
-            if weight[i]:
-                held[rowid] = held.get(rowid, 0.0) + weight[i]
-        mass = sum(idfs.values())
-        return bm, {k: keyword_coverage(v, mass) for k, v in held.items()}, mass
+        for t in terms:
+            rows = dict(self._read(
+                "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?", ['"' + t.replace('"', '""') + '"']
+            ))  # fmt: skip
+            if not bm:
+                bm = dict(rows)
+            else:
+                for k, b in rows.items():
+                    bm[k] = bm.get(k, 0.0) + b
+            st = by_stem.get(t)
+            if st is not None and st not in seen:  # a stem's IDF counts once, on its first word
+                seen.add(st)
+                words.append((idfs.get(st, 0.0), rows))
+        return Matches(bm, words, sum(idfs.values()))
 
     def _keyword_rows(
         self, fq: str, scope: Scope, limit: int, filters: Mapping[str, Any], matches: Mapping[int, float] | None = None
