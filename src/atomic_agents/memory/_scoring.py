@@ -248,7 +248,7 @@ DEFAULT = Calibration(
 #: For other embedders: semantic scores stay clipped cosines; keyword scores and the hybrid
 #: ranking use DEFAULT's constants. The hybrid score keeps one logistic of the ranking key
 #: (DEFAULT's map before the score got its own direction): the score direction leans on the
-#: default model's cosine levels (a hit with no keyword match passes 0.45 from cosine 0.41),
+#: default model's cosine levels (a hit with no keyword match passes 0.45 from cosine 0.39),
 #: which a shifted foreign cosine does not share.
 GENERIC = Calibration(**{
     **DEFAULT.__dict__, "raw_semantic": True, "sc_c": 3.193, "sc_e": 0.405, "sc_k": -0.706, "sc_v": 3.448, "sc_b": -1.310,

@@ -36,7 +36,7 @@ class Matches:
     #: ``rowid -> bm25`` (FTS5's sign: lower is better) of the query's ``OR`` over its words
     bm25: dict[int, float]
     #: ``(idf, rows holding the word)`` per distinct stem of the query
-    words: list[tuple[float, Container[int]]]
+    words: Sequence[tuple[float, Container[int]]]
     #: the query's IDF mass (sum over its distinct content stems)
     mass: float
 
