@@ -34,9 +34,10 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
   more than holding some) and *scored* by ``sigma(s_c * c + s_e * e + s_k * k + s_v * v**2 + s_b)``,
   capped at the score of the hit ranked above (scores never rise down the list; the
   top-1's is its own). The two directions differ because the questions differ: within
-  one query, keyword evidence orders candidates; across queries, what tells a right
-  top-1 from the top-1 of a query the store cannot answer is that hit's cosine and a
-  weak best keyword match (``k = 1`` with small ``e``: only a common word matched).
+  one query, keyword coverage and evidence order candidates; across queries, what tells
+  a right top-1 from the top-1 of a query the store cannot answer is that hit's cosine,
+  its coverage and a weak best keyword match (``k = 1`` with small ``e``: only a common
+  word matched).
 
 Constants are fitted for the default model (:data:`DEFAULT`, keyed by its
 ``model_id``); other embedders (the test fake) get :data:`GENERIC`, whose semantic
