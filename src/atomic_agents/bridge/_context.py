@@ -38,6 +38,7 @@ from .._io import open_dir, resolve_inside
 from .._text import decode, read_text
 from ..exceptions import ContextBudgetError, NotFoundError, UnsafePathError, ValidationError
 from ..vault import Agent, Note, parse_model_md, parse_tools_md
+from ..vault._watch import changed
 from ._tokens import count_tokens, tokenizer_name
 
 if TYPE_CHECKING:
@@ -232,11 +233,7 @@ def _index_parts(agent: Agent) -> list[ContextPart]:
     main = _read(agent, agent.memory_dir / "INDEX.md")
     if main:
         parts.append(_part("index", "memory/INDEX.md", main, "INDEX: the agent's map of its memory"))
-    try:  # names in C (a pathlib glob matches 10,000 note names in Python)
-        names = sorted((n for n in os.listdir(agent.memory_dir) if n.startswith("INDEX_") and n.endswith(".md")),
-                       key=_natural)  # INDEX_x_2.md before INDEX_x_10.md: the order INDEX.md lists them
-    except FileNotFoundError:
-        names = []
+    names = _sub_index_names(str(agent.memory_dir))
     if not names:
         return parts
     dfd = open_dir(agent.agents_root, agent.memory_dir)  # the folder checked once: inside the root
@@ -248,6 +245,27 @@ def _index_parts(agent: Agent) -> list[ContextPart]:
     finally:
         os.close(dfd)
     return parts
+
+
+_sub_names: dict[str, list[str]] = {}  # memory folder -> its sub-index names, while the folder is watched
+
+
+def _sub_index_names(folder: str) -> list[str]:
+    """``INDEX_*.md`` in ``folder``, in the order INDEX.md lists them (INDEX_x_2.md before INDEX_x_10.md).
+
+    Listed again only when the folder's watch (:mod:`atomic_agents.vault._watch`) cannot
+    vouch for the last listing or saw a name of that shape come or go.
+    """
+    news = changed(folder, "sub-index names")
+    known = _sub_names.get(folder)
+    if news is not None and known is not None and not any(n.startswith("INDEX_") for n in news):
+        return known
+    try:  # names in C (a pathlib glob matches 10,000 note names in Python)
+        names = sorted((n for n in os.listdir(folder) if n.startswith("INDEX_") and n.endswith(".md")), key=_natural)
+    except FileNotFoundError:
+        names = []
+    _sub_names[folder] = names
+    return names
 
 
 def _natural(name: str) -> list[Any]:

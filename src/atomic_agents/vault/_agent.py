@@ -15,6 +15,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,24 +125,48 @@ class Agent:
         folder = self.folder(unit_type)
         return [folder / n for n in self._unit_names(unit_type)]
 
-    def _unit_names(self, unit_type: UnitType, outside: list[UnsafePathError] | None = None) -> list[str]:
-        """Unit file names; a unit that resolves outside the agents root is never one (it goes to ``outside``)."""
+    def _unit_names(
+        self, unit_type: UnitType, outside: list[UnsafePathError] | None = None, links: set[str] | None = None
+    ) -> list[str]:
+        """Unit file names; a unit that resolves outside the agents root is never one (it goes to ``outside``).
+
+        ``links`` gets the names that are symlinks (their target can change without the folder changing).
+        """
         folder = self.folder(unit_type)
         try:
             with os.scandir(folder) as it:
-                entries = [e for e in it if e.name.endswith(".md") and not e.name.startswith((".", "INDEX"))]
+                entries = [e for e in it if _unit_like(e.name)]
         except FileNotFoundError:
             return []
         folder_inside = _inside(self.agents_root, folder)
         names = []
         for e in sorted(entries, key=lambda e: e.name):
-            if (not folder_inside or e.is_symlink()) and not _inside(self.agents_root, e.path):
+            link = e.is_symlink()
+            if (not folder_inside or link) and not _inside(self.agents_root, e.path):
                 if outside is not None:
                     outside.append(_outside_error(self.agents_root, e.path, unit_type))
                 continue
             if e.is_file():
                 names.append(e.name)
+                if link and links is not None:
+                    links.add(e.name)
         return names
+
+    def _unit_name(self, unit_type: UnitType, name: str) -> tuple[bool, bool]:
+        """``(is a unit, is a symlink)`` for one name of the folder: the rule of :meth:`_unit_names`, for one entry."""
+        if not _unit_like(name):
+            return False, False
+        path = os.path.join(self.folder(unit_type), name)
+        try:
+            link = stat.S_ISLNK(os.lstat(path).st_mode)
+            regular = stat.S_ISREG(os.stat(path).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            return False, False
+        except OSError:  # a symlink loop, a name too long: not a unit, as DirEntry.is_file() says
+            return False, False
+        if (link or not _inside(self.agents_root, self.folder(unit_type))) and not _inside(self.agents_root, path):
+            return False, link
+        return regular, link
 
     def _read_unit(self, path: str | Path, unit_type: UnitType) -> Document:
         """Parse one unit, refusing one that resolves outside the agents root (never read, never indexed)."""
@@ -605,6 +630,10 @@ def _set_marker(root: Path, folder: Path, payload: bytes) -> None:
     its note, which lint reports and ``index rebuild`` repairs.
     """
     write_in_place(folder / _MARKER, payload, root=root)  # O_NOFOLLOW: a symlinked marker is refused
+
+
+def _unit_like(name: str) -> bool:
+    return name.endswith(".md") and not name.startswith((".", "INDEX"))
 
 
 def _inside(root: Path, path: str | Path) -> bool:

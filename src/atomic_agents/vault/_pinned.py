@@ -29,6 +29,7 @@ unwritable index just means every file is parsed once more.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import json
@@ -42,6 +43,7 @@ from ..exceptions import FrontmatterParseError, NotFoundError, UnsafePathError
 from ._cache import RACY_NS, _package_version
 from .._format._frontmatter import parse
 from ._units import Note, UnitType
+from ._watch import changed
 
 __all__ = ["pinned_notes"]
 
@@ -123,35 +125,82 @@ def _bytes_digest(folder: str, name: str) -> str | None:
         return None
 
 
+class _Live:
+    """What this process knows of one folder between two calls (used only while :func:`._watch.changed` vouches for it)."""
+
+    __slots__ = ("index", "names", "always")
+
+    def __init__(self, index: _Index, names: list[str], always: set[str]) -> None:
+        self.index, self.names, self.always = index, names, always
+
+
+# (agents root, folder, unit type) -> what the last call saw
+_live: dict[tuple[str, str, str], _Live] = {}
+
+
+def _forget(index: _Index, name: str) -> None:
+    index.stamps.pop(name, None)
+    index.pinned.discard(name)
+    index.racy.pop(name, None)
+
+
 def pinned_notes(agent: Any, unit_type: UnitType = "memory") -> list[Note]:
     """The agent's pinned, not superseded notes (or wiki pages) in filename order, read from their files.
 
     Same result as ``agent.list_notes(pinned=True, unit_type=unit_type)``.
+
+    In a process that asks more than once, the folder is watched (:mod:`._watch`): a
+    later call stats only the names the kernel reported written since the previous
+    call, plus every symlink and hard-linked file (a write through another name raises
+    no event in this folder); whenever the watch cannot vouch, every file is stat'ed.
     """
     folder = str(agent.folder(unit_type))
-    names = agent._unit_names(unit_type)  # the listing the slow path uses: nothing that leads out of the root
-    index = _load(agent, unit_type)
+    key = (str(agent.agents_root), folder, unit_type)
+    news = changed(folder, f"pinned:{unit_type}")  # before looking: a write from here on shows at the next call
+    live = _live.pop(key, None)
     dirty = False
+    if news is None or live is None:
+        links: set[str] = set()
+        names = agent._unit_names(unit_type, links=links)  # the listing the slow path uses: nothing out of the root
+        index = live.index if live is not None else _load(agent, unit_type)
+        look = names
+        seen = set(names)
+        for gone in [n for n in index.stamps if n not in seen]:  # not a unit any more
+            _forget(index, gone)
+            dirty = True
+    else:
+        index, names, links = live.index, live.names, live.always
+        for name in news:
+            unit, link = agent._unit_name(unit_type, name)
+            at = bisect.bisect_left(names, name)
+            listed = at < len(names) and names[at] == name
+            if unit and not listed:
+                names.insert(at, name)
+            elif not unit and listed:
+                del names[at]
+            links.discard(name)
+            if link and unit:
+                links.add(name)
+            if not unit and name in index.stamps:
+                _forget(index, name)
+                dirty = True
+        look = sorted((news | links | set(index.racy)) & set(names)) if news or links or index.racy else []
     now = time.time_ns()
     try:
         dfd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except FileNotFoundError:
         return []
     try:
-        seen = set(names)
-        for gone in [n for n in index.stamps if n not in seen]:  # not a unit any more
-            del index.stamps[gone]
-            index.pinned.discard(gone)
-            index.racy.pop(gone, None)
-            dirty = True
         stamps = index.stamps
-        for name in names:
+        for name in look:
             try:
                 st = os.stat(name, dir_fd=dfd)
             except FileNotFoundError:
                 _look(folder, name, dfd, now, index)  # removed while we looked: its entry goes
                 dirty = True
                 continue
+            if st.st_nlink > 1:
+                links.add(name)  # another name of the same file can be written without an event here
             if stamps.get(name) == _stamp_text(st):
                 known = index.racy.get(name)
                 if known is None:
@@ -167,6 +216,7 @@ def pinned_notes(agent: Any, unit_type: UnitType = "memory") -> list[Note]:
         os.close(dfd)
     if dirty:
         _save(agent, unit_type, index)
+    _live[key] = _Live(index, names, links)  # what the next call starts from if the watch vouches for the folder
     out: list[Note] = []
     for name in sorted(index.pinned):
         try:
