@@ -38,6 +38,13 @@ def age(path: Path) -> None:
     os.utime(path, ns=(old, old))
 
 
+@pytest.fixture(autouse=True, params=["watched", "stat-every-file"])
+def watch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every case twice: with the folder watch (a later call stats only what changed) and without it."""
+    monkeypatch.setenv("ATOMIC_AGENTS_WATCH", "on" if request.param == "watched" else "off")
+    return str(request.param)
+
+
 @pytest.fixture
 def agent(agents_root: Path) -> Agent:
     ag, _ = Vault(agents_root).init_agent("finance")

@@ -128,7 +128,7 @@ def _bytes_digest(folder: str, name: str) -> str | None:
 class _Live:
     """What this process knows of one folder between two calls (used only while :func:`._watch.changed` vouches for it)."""
 
-    __slots__ = ("index", "names", "always")
+    __slots__ = ("always", "index", "names")
 
     def __init__(self, index: _Index, names: list[str], always: set[str]) -> None:
         self.index, self.names, self.always = index, names, always
@@ -162,7 +162,7 @@ def pinned_notes(agent: Any, unit_type: UnitType = "memory") -> list[Note]:
     if news is None or live is None:
         links: set[str] = set()
         names = agent._unit_names(unit_type, links=links)  # the listing the slow path uses: nothing out of the root
-        index = live.index if live is not None else _load(agent, unit_type)
+        index = _load(agent, unit_type)  # every stamp is checked below: the shared index is as good as ours
         look = names
         seen = set(names)
         for gone in [n for n in index.stamps if n not in seen]:  # not a unit any more

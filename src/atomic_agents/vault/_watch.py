@@ -20,6 +20,12 @@ It only ever answers "these names" when that answer is complete, else ``None``
   made by another machine or the host raises no event here);
 * any platform without inotify, and any error.
 
+What no watch on the folder can see, the caller looks at every time: a symlinked
+entry (its target is written elsewhere) and a file with more than one hard link (it
+can be written by its other name). A hard link made elsewhere *after* a look, then
+written through, is the one change this cannot see until the next full look (as with
+git's fsmonitor and watchman); ``ATOMIC_AGENTS_WATCH=off`` stats every file every time.
+
 Events are queued by the kernel inside the writing system call, so a write that
 returned before :func:`changed` is called is in the answer; nothing runs in the
 background. After ``fork`` the child gets its own (empty) state: the inherited
@@ -59,7 +65,7 @@ LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", 
 class _Folder:
     """One watched folder: per asker (``who``), the names seen since that asker's last call."""
 
-    __slots__ = ("wd", "ident", "pending", "valid")
+    __slots__ = ("ident", "pending", "valid", "wd")
 
     def __init__(self, wd: int, ident: tuple[int, int]) -> None:
         self.wd, self.ident, self.pending, self.valid = wd, ident, dict[str, set[str]](), True
@@ -69,7 +75,7 @@ class _Watcher:
     """One inotify descriptor per process, one watch per folder path."""
 
     def __init__(self) -> None:
-        import ctypes  # noqa: PLC0415 - only a process that assembles contexts twice needs it
+        import ctypes  # only a process that assembles contexts needs it
 
         libc = ctypes.CDLL(None, use_errno=True)
         self._add = libc.inotify_add_watch
@@ -99,8 +105,8 @@ class _Watcher:
 
     def dispatch(self, wd: int, mask: int, name: str) -> None:
         if mask & IN_Q_OVERFLOW:  # events were lost: nothing is known any more
-            for f in self.folders.values():
-                f.valid = False
+            for each in self.folders.values():
+                each.valid = False
             return
         f = self.by_wd.get(wd)
         if f is None:
@@ -151,23 +157,24 @@ class _Watcher:
 def _fs_type(dev: int) -> str | None:
     """The file system type of the mount with device ``dev`` (``/proc/self/mountinfo``), or ``None``."""
     want = f"{os.major(dev)}:{os.minor(dev)}"
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
-            for line in fh:
-                fields = line.split()
-                if len(fields) > 4 and fields[2] == want and "-" in fields:
-                    return fields[fields.index("-") + 1]
+    with contextlib.suppress(OSError, UnicodeDecodeError), open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        for line in fh:
+            fields = line.split()
+            if len(fields) > 4 and fields[2] == want and "-" in fields:
+                return fields[fields.index("-") + 1]
     return None
 
 
 _lock = threading.Lock()
 _watcher: _Watcher | None = None
 _failed = False
+_asked: set[tuple[str, str]] = set()  # (folder, who) asked before any watch was set up
 
 
 def _reset_after_fork() -> None:
     global _watcher, _failed, _lock
     w, _watcher, _failed, _lock = _watcher, None, False, threading.Lock()
+    _asked.clear()
     if w is not None:
         with contextlib.suppress(OSError):
             os.close(w.fd)  # the child's copy only; the parent's queue is untouched
@@ -180,8 +187,10 @@ if hasattr(os, "register_at_fork"):
 def changed(folder: str, who: str) -> set[str] | None:
     """Names in ``folder`` created, written, changed, renamed or removed since ``who``'s previous call.
 
-    ``None`` means "not known": look at every file (the first call of each ``who`` for a
-    folder always says so, and from then on the folder is watched). Each ``who`` (one
+    ``None`` means "not known": look at every file. The first call of each ``who`` for a
+    folder always says so; the watch is set up at the second call of the process (a
+    one-shot CLI call pays nothing for it), which says so too; from then on the folder
+    is watched. Each ``who`` (one
     per cache built on the folder) is told every name, whoever else asks.
     """
     global _watcher, _failed
@@ -190,7 +199,8 @@ def changed(folder: str, who: str) -> set[str] | None:
     with _lock:
         try:
             if _watcher is None:
-                if _failed:
+                if _failed or (folder, who) not in _asked:
+                    _asked.add((folder, who))  # a one-shot process (a CLI call) asks once: no watch, no ctypes
                     return None
                 _watcher = _Watcher()
             return _watcher.changed(folder, who)
