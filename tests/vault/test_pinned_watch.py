@@ -240,3 +240,28 @@ def test_a_new_sub_index_shows_in_the_next_context(agent: Agent) -> None:
     assert "memory/INDEX_reference_2.md" in [p.source for p in later.parts]
     (agent.memory_dir / "INDEX_reference_2.md").unlink()
     assert context(agent).to_json() == first.to_json()
+
+
+def test_threads_each_see_their_own_writes(agent: Agent) -> None:
+    """Each thread flips its own note in place, then looks: the look must show that write, whoever drained its event."""
+    import threading
+
+    assert names(agent) == truth(agent)
+    assert names(agent) == truth(agent)  # watched from here on
+    errors: list[str] = []
+
+    def worker(i: int) -> None:
+        path = agent.memory_dir / f"reference_topic_{i:04d}.md"
+        for _ in range(25):
+            flip_in_place(path)
+            pinned = "pinned: true " in path.read_text(encoding="utf-8")
+            if (path.name in names(agent)) != pinned:
+                errors.append(f"{path.name}: pinned={pinned} not seen")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in (1, 2, 3, 4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert names(agent) == truth(agent)

@@ -29,6 +29,7 @@ import json
 import os
 import re
 import stat
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -248,6 +249,7 @@ def _index_parts(agent: Agent) -> list[ContextPart]:
 
 
 _sub_names: dict[str, list[str]] = {}  # memory folder -> its sub-index names, while the folder is watched
+_sub_lock = threading.Lock()
 
 
 def _sub_index_names(folder: str) -> list[str]:
@@ -256,16 +258,17 @@ def _sub_index_names(folder: str) -> list[str]:
     Listed again only when the folder's watch (:mod:`atomic_agents.vault._watch`) cannot
     vouch for the last listing or saw a name of that shape come or go.
     """
-    news = changed(folder, "sub-index names")
-    known = _sub_names.get(folder)
-    if news is not None and known is not None and not any(n.startswith("INDEX_") for n in news):
-        return known
-    try:  # names in C (a pathlib glob matches 10,000 note names in Python)
-        names = sorted((n for n in os.listdir(folder) if n.startswith("INDEX_") and n.endswith(".md")), key=_natural)
-    except FileNotFoundError:
-        names = []
-    _sub_names[folder] = names
-    return names
+    with _sub_lock:  # one look at a time: two threads must not split the folder's events between them
+        news = changed(folder, "sub-index names")
+        known = _sub_names.pop(folder, None)
+        if news is None or known is None or any(n.startswith("INDEX_") for n in news):
+            try:  # names in C (a pathlib glob matches 10,000 note names in Python)
+                known = sorted((n for n in os.listdir(folder) if n.startswith("INDEX_") and n.endswith(".md")),
+                               key=_natural)
+            except FileNotFoundError:
+                known = []
+        _sub_names[folder] = known
+        return list(known)
 
 
 def _natural(name: str) -> list[Any]:

@@ -34,6 +34,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 import time
 from typing import Any
 
@@ -136,6 +137,7 @@ class _Live:
 
 # (agents root, folder, unit type) -> what the last call saw
 _live: dict[tuple[str, str, str], _Live] = {}
+_looking = threading.Lock()
 
 
 def _forget(index: _Index, name: str) -> None:
@@ -144,16 +146,13 @@ def _forget(index: _Index, name: str) -> None:
     index.racy.pop(name, None)
 
 
-def pinned_notes(agent: Any, unit_type: UnitType = "memory") -> list[Note]:
-    """The agent's pinned, not superseded notes (or wiki pages) in filename order, read from their files.
+def _listed(names: list[str], name: str) -> bool:
+    at = bisect.bisect_left(names, name)
+    return at < len(names) and names[at] == name
 
-    Same result as ``agent.list_notes(pinned=True, unit_type=unit_type)``.
 
-    In a process that asks more than once, the folder is watched (:mod:`._watch`): a
-    later call stats only the names the kernel reported written since the previous
-    call, plus every symlink and hard-linked file (a write through another name raises
-    no event in this folder); whenever the watch cannot vouch, every file is stat'ed.
-    """
+def _pinned_names(agent: Any, unit_type: UnitType) -> list[str] | None:
+    """The names the index holds as pinned and live, every entry checked (``None``: no folder)."""
     folder = str(agent.folder(unit_type))
     key = (str(agent.agents_root), folder, unit_type)
     news = changed(folder, f"pinned:{unit_type}")  # before looking: a write from here on shows at the next call
@@ -173,7 +172,7 @@ def pinned_notes(agent: Any, unit_type: UnitType = "memory") -> list[Note]:
         for name in news:
             unit, link = agent._unit_name(unit_type, name)
             at = bisect.bisect_left(names, name)
-            listed = at < len(names) and names[at] == name
+            listed = _listed(names, name)
             if unit and not listed:
                 names.insert(at, name)
             elif not unit and listed:
@@ -184,12 +183,12 @@ def pinned_notes(agent: Any, unit_type: UnitType = "memory") -> list[Note]:
             if not unit and name in index.stamps:
                 _forget(index, name)
                 dirty = True
-        look = sorted((news | links | set(index.racy)) & set(names)) if news or links or index.racy else []
+        look = [n for n in sorted(news | links | set(index.racy)) if _listed(names, n)]
     now = time.time_ns()
     try:
         dfd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except FileNotFoundError:
-        return []
+        return None
     try:
         stamps = index.stamps
         for name in look:
@@ -217,8 +216,23 @@ def pinned_notes(agent: Any, unit_type: UnitType = "memory") -> list[Note]:
     if dirty:
         _save(agent, unit_type, index)
     _live[key] = _Live(index, names, links)  # what the next call starts from if the watch vouches for the folder
+    return sorted(index.pinned)
+
+
+def pinned_notes(agent: Any, unit_type: UnitType = "memory") -> list[Note]:
+    """The agent's pinned, not superseded notes (or wiki pages) in filename order, read from their files.
+
+    Same result as ``agent.list_notes(pinned=True, unit_type=unit_type)``.
+
+    In a process that asks more than once, the folder is watched (:mod:`._watch`): a
+    later call stats only the names the kernel reported written since the previous
+    call, plus every symlink and hard-linked file (a write through another name raises
+    no event in this folder); whenever the watch cannot vouch, every file is stat'ed.
+    """
+    with _looking:  # one look at a time: two threads must not split one folder's events between them
+        pinned = _pinned_names(agent, unit_type)
     out: list[Note] = []
-    for name in sorted(index.pinned):
+    for name in pinned or []:
         try:
             note = agent.load(name, unit_type)  # the file is the truth
         except (NotFoundError, FrontmatterParseError, UnsafePathError):
