@@ -123,6 +123,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         self._pulled = 0  # rows pulled since the matrix was loaded
         self._writes = 0  # own commits (PRAGMA data_version only counts other connections')
         self._fts_rows: tuple[tuple[int, int], int] | None = None
+        self._idf_memo: tuple[tuple[int, int], str, dict[str, float]] | None = None
         self._vocab = False
 
     # -- plumbing --------------------------------------------------------------------
@@ -498,7 +499,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         cos = dict(found)
         found_kw = self._matches(q)  # one FTS5 pass ranks and gives every candidate's evidence and coverage
         matches = found_kw.bm25
-        kw = {k: e for k, e, _ in self._keyword(q, sc, pool, flt, matches)}
+        kw = self._keyword_scores(q, sc, pool, flt, matches)
         cos.update(index.scores_for(qv, [k for k in kw if k not in cos]))
         if matches:
             kw.update((k, keyword_evidence(-matches[k], found_kw.mass)) for k in cos if k not in kw and k in matches)

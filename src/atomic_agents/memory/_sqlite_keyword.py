@@ -8,6 +8,7 @@ FTS index's own counts through an ``fts5vocab`` table.
 
 from __future__ import annotations
 
+import heapq
 import json
 import threading
 import time
@@ -47,12 +48,21 @@ class Matches:
         }
 
 
+def _best(matches: Mapping[int, float], n: int) -> list[tuple[int, float]]:
+    """The ``n`` best ``(rowid, bm25)`` of ``matches`` (lowest bm25 first, then rowid): FTS5's own order.
+
+    A partial sort: the top of 7,000 matches costs a fifth of sorting them all.
+    """
+    return [(k, v) for v, k in heapq.nsmallest(n, zip(matches.values(), matches.keys()))]
+
+
 class SQLiteKeyword:
     """``_keyword`` (rank-first FTS5), ``_matches`` (one pass for hybrid) and ``_idf``."""
 
     _lock: threading.RLock
     _writes: int
     _fts_rows: tuple[tuple[int, int], int] | None
+    _idf_memo: tuple[tuple[int, int], str, dict[str, float]] | None
     _vocab: bool
 
     if TYPE_CHECKING:  # provided by the store
@@ -61,10 +71,10 @@ class SQLiteKeyword:
 
     def _idf(self, query: str) -> dict[str, float]:
         """``stem -> idf`` for the query's content words, from the FTS index's own counts."""
-        terms = keyword_terms(query)
-        by_stem = stems(terms)
         with self._lock:
             key = (int(self._read("PRAGMA data_version")[0][0]), self._writes)
+            if self._idf_memo is not None and self._idf_memo[:2] == (key, query):
+                return self._idf_memo[2]  # hybrid asks twice per query
             if self._fts_rows is None or self._fts_rows[0] != key:
                 self._fts_rows = (key, int(self._read("SELECT count(*) FROM memories")[0][0]))
             n_rows = self._fts_rows[1]
@@ -72,9 +82,11 @@ class SQLiteKeyword:
                 self._read("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab USING fts5vocab(main, memories_fts, row)")
                 self._vocab = True
         out: dict[str, float] = {}
-        for stem in dict.fromkeys(by_stem.values()):
+        for stem in dict.fromkeys(stems(keyword_terms(query)).values()):
             row = self._read("SELECT doc FROM temp.memories_fts_vocab WHERE term = ?", [stem])
             out[stem] = idf(n_rows, int(row[0][0]) if row else 0)
+        with self._lock:
+            self._idf_memo = (key, query, out)
         return out
 
     def _matches(self, query: str) -> Matches:
@@ -108,7 +120,8 @@ class SQLiteKeyword:
         return Matches(bm, words, sum(idfs.values()))
 
     def _keyword_rows(
-        self, fq: str, scope: Scope, limit: int, filters: Mapping[str, Any], matches: Mapping[int, float] | None = None
+        self, fq: str, scope: Scope, limit: int, filters: Mapping[str, Any], matches: Mapping[int, float] | None = None,
+        cols: str = _COLS,
     ) -> list[Any]:
         """Rows ``(cols..., bm25)`` of the ``limit`` best matches in ``scope``, best first.
 
@@ -116,14 +129,14 @@ class SQLiteKeyword:
         and filters on an over-fetched top only; while those remove too many, the
         over-fetch grows, and past a few rounds the exact join over all matches runs.
         It never returns fewer rows than exist. With ``matches`` (from :meth:`_matches`)
-        the ranking is read from them instead of asking FTS5 again.
+        the ranking is read from them instead of asking FTS5 again. ``cols`` must start
+        with ``m.seq, m.id, m.content, m.metadata`` (placeholders allowed where unused).
         """
-        ordered = None if matches is None else sorted(matches.items(), key=lambda kv: (kv[1], kv[0]))
         extra, params = _tag_clause(filters)
         post = _needs_python_check(filters)
         fetch = limit * 4 + 32
         for _ in range(_RANK_FIRST_ROUNDS):
-            ranked = ordered[:fetch] if ordered is not None else self._read(
+            ranked = _best(matches, fetch) if matches is not None else self._read(
                 "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?"
                 " ORDER BY bm25(memories_fts), rowid LIMIT ?",
                 [fq, fetch],
@@ -135,7 +148,7 @@ class SQLiteKeyword:
                 part = [seq for seq, _ in ranked[start : start + 500]]
                 marks = ",".join("?" * len(part))
                 kept += self._read(  # unary + keeps the planner on the rowid lookups, off the scope index
-                    f"SELECT {_COLS} FROM memories m WHERE m.seq IN ({marks}) AND {_BY_ROWID_SCOPE}{extra}",
+                    f"SELECT {cols} FROM memories m WHERE m.seq IN ({marks}) AND {_BY_ROWID_SCOPE}{extra}",
                     [*part, *scope.key(), time.time(), *params],
                 )
             if post:
@@ -145,7 +158,7 @@ class SQLiteKeyword:
                 return [(*r, score[r[0]]) for r in kept[:limit]]
             fetch *= _RANK_FIRST_GROWTH
         rows = self._read(  # the scope holds few of the matches: the exact join over all of them
-            f"SELECT {_COLS}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
+            f"SELECT {cols}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
             f" WHERE memories_fts MATCH ? AND {_SCOPE} AND {_LIVE}{extra}"
             " ORDER BY bm25(memories_fts), m.seq" + ("" if post else " LIMIT ?"),
             [fq, *scope.key(), time.time(), *params, *([] if post else [limit])],
@@ -154,19 +167,33 @@ class SQLiteKeyword:
             rows = [r for r in rows if metadata_matches(json.loads(r[3]), filters)][:limit]
         return rows
 
+    def _keyword_hits(
+        self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None,
+        matches: Mapping[int, float] | None, cols: str,
+    ) -> tuple[list[Any], float]:
+        """The best keyword rows (``cols`` + bm25) and the query's IDF mass."""
+        fq = fts_query(query)
+        if fq is None:
+            return [], 0.0
+        try:
+            rows = self._keyword_rows(fq, scope, limit, filters or {}, matches, cols)
+        except StoreError as exc:  # FTS5 syntax errors cannot happen with quoted terms; say so if they do
+            raise StoreError(f"keyword search failed for {query!r}") from exc
+        return rows, (sum(self._idf(query).values()) if rows else 0.0)
+
     def _keyword(
         self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None = None,
         matches: Mapping[int, float] | None = None,
     ) -> list[tuple[int, float, Memory]]:
         """``(seq, keyword evidence, memory)`` of the best keyword matches, best first."""
-        fq = fts_query(query)
-        if fq is None:
-            return []
-        try:
-            rows = self._keyword_rows(fq, scope, limit, filters or {}, matches)
-        except StoreError as exc:  # FTS5 syntax errors cannot happen with quoted terms; say so if they do
-            raise StoreError(f"keyword search failed for {query!r}") from exc
-        if not rows:
-            return []
-        mass = sum(self._idf(query).values())
+        rows, mass = self._keyword_hits(query, scope, limit, filters, matches, _COLS)
         return [(r[0], keyword_evidence(-r[-1], mass), _memory(r)) for r in rows]
+
+    def _keyword_scores(
+        self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None, matches: Mapping[int, float],
+    ) -> dict[int, float]:
+        """``seq -> keyword evidence`` of the best keyword matches (hybrid's candidates: no row is read in full)."""
+        post = _needs_python_check(filters or {})
+        rows, mass = self._keyword_hits(query, scope, limit, filters, matches,
+                                        "m.seq, NULL, NULL, " + ("m.metadata" if post else "NULL"))
+        return {r[0]: keyword_evidence(-r[-1], mass) for r in rows}
