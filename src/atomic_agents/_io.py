@@ -28,10 +28,13 @@ import stat
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from .exceptions import LockBusyError, UnsafePathError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
     "FileLock",
@@ -313,7 +316,7 @@ def sweep_stale_temps(directory: StrPath, *, root: StrPath) -> list[Path]:
     return removed
 
 
-_POOL: ThreadPoolExecutor | None = None
+_POOL: ThreadPoolExecutor | None = None  # concurrent.futures (and logging) load with the first batch write
 _POOL_LOCK = threading.Lock()
 
 
@@ -321,6 +324,8 @@ def _pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="atomic-write")
         return _POOL
 
@@ -391,6 +396,8 @@ def atomic_write_many(items: Sequence[tuple[Path, bytes | str]], *, root: StrPat
                 if failed:
                     raise failed[0]
             else:
+                from concurrent.futures import wait
+
                 futures = [_pool().submit(_sync_close, fd) for *_, fd in staged]
                 wait(futures)  # every descriptor is closed before any error is raised
                 for f in futures:

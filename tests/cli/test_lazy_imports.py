@@ -129,6 +129,17 @@ def test_the_probe_sees_numpy_when_a_command_embeds(tmp_path: Path, vault_root: 
     ["memory", "--help"], ["vault", "list", "--help"], ["memory", "remember", "--agent-id", "a"],
     ["vault", "nope"], ["memory", "search", "--limit", "x"], ["--agents-root", "nowhere", "vault", "list"],
     ["team", "--help"],
+    # narrowed to the one command (or subgroup) they name, past the group's own options
+    ["vault", "list"], ["vault", "list", "--bogus"], ["vault", "show"], ["vault", "show", "--help"],
+    ["vault", "--agents-root", "nowhere", "list"], ["vault", "--agents-root=nowhere", "list", "--json"],
+    ["--agents-root=nowhere", "vault", "lint", "--stale-days", "x"], ["vault", "index"], ["vault", "index", "--help"],
+    ["vault", "index", "show"], ["vault", "index", "show", "--help"], ["vault", "index", "nope"],
+    ["vault", "journal", "add", "--help"], ["vault", "log", "query", "--bogus"],
+    ["memory", "search", "--help"], ["memory", "--db", "x.db", "search"], ["memory", "--db=x.db", "get", "--help"],
+    ["team", "goal", "--help"], ["team", "goal"], ["team", "--db", "x", "nope"],
+    # not narrowed: an option the group does not take, help or "--" before the command, no command
+    ["vault", "--db", "x", "list"], ["vault", "--help", "list"], ["vault", "--", "list"], ["vault", "--agents-root"],
+    ["vault", "List"], ["memory", "serch", "x"],
 ])
 def test_a_command_line_built_with_its_group_alone_answers_as_the_full_app(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, args: list[str]
@@ -138,6 +149,7 @@ def test_a_command_line_built_with_its_group_alone_answers_as_the_full_app(
     from atomic_agents.cli._common import run
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ATOMIC_AGENTS_DAEMON", "off")
     assert group_of(args) in ("memory", "vault", "team")
     answers = []
     for entry in (lambda: main(args), lambda: run(app, args, prog_name="atomic-agents")):
@@ -146,6 +158,24 @@ def test_a_command_line_built_with_its_group_alone_answers_as_the_full_app(
         answers.append((exit_info.value.code, *capsys.readouterr()))
     assert answers[0] == answers[1]
     assert group_of(["--help"]) is None and group_of(["serve"]) is None and group_of(["--version"]) is None
+
+
+def test_a_command_line_that_names_a_command_builds_that_command_alone() -> None:
+    """The narrowing is real (else the test above compares the full app with itself)."""
+    import typer
+
+    from atomic_agents.cli._app import build
+
+    def commands(args: list[str]) -> dict[str, object]:
+        root = typer.main.get_command(build(args[args.index("vault") if "vault" in args else 0], args))
+        return root.commands  # type: ignore[attr-defined,no-any-return]
+
+    vault = commands(["vault", "list", "finance"])["vault"]
+    assert list(vault.commands) == ["list"]  # type: ignore[attr-defined]
+    vault = commands(["--agents-root", "x", "vault", "--agents-root=y", "index", "show", "finance"])["vault"]
+    assert list(vault.commands) == ["index"] and list(vault.commands["index"].commands) == ["show"]  # type: ignore[attr-defined]
+    assert len(commands(["vault", "--help", "list"])["vault"].commands) > 10  # type: ignore[attr-defined]
+    assert len(commands(["vault", "lst"])["vault"].commands) > 10  # type: ignore[attr-defined]
 
 
 READ_ONLY = [

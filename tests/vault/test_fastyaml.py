@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from atomic_agents._format._fastyaml import emit_key, fast_load
-from atomic_agents._format._frontmatter import _Loader
+from atomic_agents._format._pyyaml import _Loader
 
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=25)
 _scalar = st.one_of(_text, st.integers(-10**9, 10**9), st.booleans(), st.none(),
@@ -116,3 +116,42 @@ def test_inconsistently_indented_items_fall_back_to_pyyaml() -> None:
 def test_long_integers_are_left_to_pyyaml() -> None:
     assert fast_load("n: " + "9" * 19 + "\n") is None
     assert fast_load("n: 123\n") == {"n": 123}
+
+
+def test_the_resolver_table_is_pyyamls_pattern_for_pattern() -> None:
+    """The fast path resolves plain scalars with its own copy of PyYAML's table (no yaml import): the same."""
+    from atomic_agents._format._fastyaml import _TABLE
+
+    ref = yaml.resolver.Resolver.yaml_implicit_resolvers
+    assert list(_TABLE) == list(ref)  # the same first characters, in the same order
+    for first, resolvers in ref.items():
+        assert [(tag, rx.pattern, rx.flags) for tag, rx in _TABLE[first]] == \
+               [(tag, rx.pattern, rx.flags) for tag, rx in resolvers], first
+
+
+def test_the_spelled_out_character_classes_are_the_originals_for_every_code_point() -> None:
+    """_UNUSUAL and _PLAIN_BAD are complements written out; each admits exactly what the original class did."""
+    import re
+
+    from atomic_agents._format._fastyaml import _PLAIN_BAD, _UNUSUAL
+
+    unusual = re.compile(r"[^\x09\x0a\x0d\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
+    plain = re.compile(r"[\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+    everything = "".join(map(chr, range(0x110000)))
+    assert _UNUSUAL.findall(everything) == unusual.findall(everything)
+    assert [c for c in everything if _PLAIN_BAD.match(c) is None] == plain.findall(everything)
+    assert len(unusual.findall(everything)) > 2000  # the probe really ran over the controls and surrogates
+
+
+@settings(max_examples=int(os.environ.get('FASTYAML_EXAMPLES', '300')), deadline=None)
+@given(s=st.text(max_size=20))
+def test_plain_is_the_former_plain_body_rule(s: str) -> None:
+    """The old ``^[class]*$`` also let a trailing newline through; ``_plain`` strips first, so it agrees everywhere."""
+    import re
+
+    from atomic_agents._format import _fastyaml as fy
+
+    body = re.compile(r"^[\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]*$")
+    former = (bool(s) and s[0] not in fy._INDICATORS and s == s.strip() and body.match(s) is not None
+              and not (fy._PLAIN_NEVER & set(s)) and fy._resolve(s) == fy._STR)
+    assert fy._plain(s) == former

@@ -16,171 +16,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .._text import read_text
 from ..exceptions import FrontmatterParseError
-from ._fastyaml import emit_key, fast_load
 
 __all__ = ["Document", "dump_meta", "load_yaml", "parse", "read", "render", "render_document"]
-
-_Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _Loader(_Base):
-    """Safe loader that keeps an impossible date (2026-02-30) as its string.
-
-    PyYAML raises on such a value, which would lose the whole file; as a
-    string it reaches the validator, which names the field.
-    """
-
-
-def _timestamp(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
-    try:
-        return yaml.SafeLoader.construct_yaml_timestamp(loader, node)  # type: ignore[arg-type]
-    except (ValueError, OverflowError):
-        return loader.construct_scalar(node)  # type: ignore[arg-type]
-
-
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
-
-
-class _Checker(yaml.constructor.SafeConstructor):
-    """Constructs one scalar node at a time, to find the line of a value that does not construct."""
-
-
-_Checker.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
-
-_Y = "tag:yaml.org,2002:"
-# Explicit tags a note may carry: the plain scalar types and the two collections. No !!binary
-# (bytes), !!set, !!omap, !!pairs, !!merge, local tags or python tags.
-_ALLOWED_TAGS = frozenset(_Y + t for t in ("str", "int", "float", "bool", "null", "timestamp", "seq", "map"))
-# Characters without which there is no anchor, alias or tag; most frontmatter has none.
-_SUSPECT = re.compile(r"[&*!]")
-_CONSTRUCT_ERRORS = (ValueError, TypeError, KeyError, AttributeError, OverflowError, IndexError, RecursionError)
-
-
-def _short_tag(tag: str) -> str:
-    return "!!" + tag[len(_Y):] if tag.startswith(_Y) else tag
 
 
 def load_yaml(text: str, *, path: str | Path | None = None, first_line: int = 1) -> Any:
     """The one YAML chokepoint: frontmatter (and ``--set`` values) become Python values here.
 
     The fast path (:mod:`._fastyaml`) takes flat plain mappings; everything else
-    goes through PyYAML's safe C loader, after one check of the event stream
-    (only when the text has a ``&``, ``*`` or ``!``): anchors and aliases are
-    refused (an alias bomb of 500 bytes expands to gigabytes downstream), and so is
-    any tag but the plain scalar types, ``!!seq`` and ``!!map``. A value that does
-    not construct (``!!int abc``, a 5,000-digit integer, ``!!timestamp foo``) and
-    a key that is not a string (``&a : x`` reads as a ``None`` key) are refused too.
-    Every refusal is a :class:`FrontmatterParseError` naming ``path`` and the line
-    (``first_line`` is the file line of the text's first line).
+    goes through PyYAML's safe C loader (:func:`._pyyaml.load_full`, imported only
+    then), after one check of the event stream (only when the text has a ``&``,
+    ``*`` or ``!``): anchors and aliases are refused (an alias bomb of 500 bytes
+    expands to gigabytes downstream), and so is any tag but the plain scalar
+    types, ``!!seq`` and ``!!map``. A value that does not construct (``!!int abc``,
+    a 5,000-digit integer, ``!!timestamp foo``) and a key that is not a string
+    (``&a : x`` reads as a ``None`` key) are refused too. Every refusal is a
+    :class:`FrontmatterParseError` naming ``path`` and the line (``first_line`` is
+    the file line of the text's first line).
     """
-    def fail(message: str, line0: int | None) -> FrontmatterParseError:
-        return FrontmatterParseError(message, path=path, line=None if line0 is None else line0 + first_line)
+    from ._fastyaml import fast_load  # a note read from the parse cache needs neither parser
 
-    try:
-        meta = fast_load(text)
-        if meta is not None:
-            return meta
-        if not text.strip():
-            return None
-        if _SUSPECT.search(text):
-            _check_events(text, fail)
-        try:
-            value = yaml.load(text, Loader=_Loader)
-        except _CONSTRUCT_ERRORS as exc:
-            raise fail(f"frontmatter value does not parse: {_reason(exc)}", _culprit_line(text)) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise fail(f"frontmatter does not parse: {exc.problem or 'invalid YAML'}",
-                   mark.line if mark is not None else None) from None
-    except yaml.YAMLError as exc:
-        raise fail(f"frontmatter does not parse: {exc}", None) from None
-    except RecursionError:
-        raise fail("frontmatter is nested too deeply", None) from None
-    if isinstance(value, dict):
-        for key in value:
-            if not isinstance(key, str):
-                raise fail(f"frontmatter key {key!r} is not a string (quote it)", _key_line(text, key))
-    return value
+    meta = fast_load(text)
+    if meta is not None:
+        return meta
+    from ._pyyaml import load_full
 
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
-    if "int_max_str_digits" in str(exc) or "integer string conversion" in str(exc):
-        return "an integer with more than 4300 digits"
-    if isinstance(exc, (ValueError, OverflowError)) and not isinstance(exc, UnicodeError):
-        text = str(exc).split(";")[0].strip()
-        return text[:120] if text else "out of range"
-    return "not a value of that type"
-
-
-def _check_events(text: str, fail: Any) -> None:
-    checker = _Checker()
-    for ev in yaml.parse(text, Loader=_Loader):
-        line0 = ev.start_mark.line if ev.start_mark is not None else None
-        if isinstance(ev, yaml.AliasEvent):
-            raise fail(f"YAML alias *{ev.anchor} is not allowed in frontmatter (write the value out)", line0)
-        anchor = getattr(ev, "anchor", None)
-        if anchor is not None:
-            raise fail(f"YAML anchor &{anchor} is not allowed in frontmatter", line0)
-        tag = getattr(ev, "tag", None)
-        if tag is None or tag == "!":
-            continue
-        if tag not in _ALLOWED_TAGS:
-            raise fail(f"YAML tag {_short_tag(tag)} is not allowed in frontmatter (plain values only)", line0)
-        if isinstance(ev, yaml.ScalarEvent) and tag != _Y + "str":
-            node = yaml.ScalarNode(tag, ev.value, None, None, ev.style)  # marks unused: the line is line0
-            try:
-                checker.construct_object(node)
-            except (yaml.YAMLError, *_CONSTRUCT_ERRORS) as exc:
-                raise fail(f"{_short_tag(tag)} {ev.value[:40]!r} is not a valid value: {_reason(exc)}", line0) from None
-
-
-def _culprit_line(text: str) -> int | None:
-    """Line (0-based) of the first scalar that does not construct; None if none is found."""
-    checker = _Checker()
-    try:
-        stack = [yaml.compose(text, Loader=_Loader)]
-    except (yaml.YAMLError, RecursionError):
-        return None
-    while stack:
-        node = stack.pop()
-        if node is None:
-            continue
-        if isinstance(node, yaml.ScalarNode):
-            try:
-                checker.construct_object(node)
-            except (yaml.YAMLError, *_CONSTRUCT_ERRORS):
-                return int(node.start_mark.line)
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(reversed(node.value))
-        elif isinstance(node, yaml.MappingNode):
-            for k, v in reversed(node.value):
-                stack.extend((v, k))
-    return None
-
-
-def _key_line(text: str, key: object) -> int | None:
-    try:
-        node = yaml.compose(text, Loader=_Loader)
-    except (yaml.YAMLError, RecursionError):
-        return None
-    if isinstance(node, yaml.MappingNode):
-        for k, _ in node.value:
-            if k.tag != _Y + "str":
-                return int(k.start_mark.line)
-    return None
-
-
-class _Dumper(yaml.SafeDumper):
-    """Dumper that indents block sequences under their key (``sources:\\n  - x``)."""
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:  # noqa: D102
-        super().increase_indent(flow, False)
+    return load_full(text, path=path, first_line=first_line)
 
 
 _FLOW_LIST_KEYS = frozenset({"tags"})
@@ -255,26 +118,15 @@ def read(path: str | Path) -> Document:
 
 
 def _dump_key(key: str, value: Any) -> str:
-    fast = emit_key(key, value, flow=key in _FLOW_LIST_KEYS)
+    from ._fastyaml import emit_key
+
+    flow = key in _FLOW_LIST_KEYS
+    fast = emit_key(key, value, flow=flow)
     if fast is not None:
         return fast
-    if key in _FLOW_LIST_KEYS and isinstance(value, list) and all(
-        isinstance(v, (str, int, float, bool)) for v in value
-    ):
-        inner = yaml.dump(value, Dumper=_Dumper, default_flow_style=True, allow_unicode=True, width=10**9).strip()
-        head = yaml.dump({key: None}, Dumper=_Dumper, allow_unicode=True, width=10**9).rstrip("\n")
-        return head[: -len("null")] + inner + "\n"
-    if isinstance(value, list) and not value:
-        head = yaml.dump({key: None}, Dumper=_Dumper, allow_unicode=True, width=10**9).rstrip("\n")
-        return head[: -len("null")] + "[]\n"
-    return yaml.dump(
-        {key: value},
-        Dumper=_Dumper,
-        default_flow_style=False,
-        sort_keys=False,
-        allow_unicode=True,
-        width=10**9,
-    )
+    from ._pyyaml import dump_key
+
+    return dump_key(key, value, flow=flow)
 
 
 def dump_meta(meta: dict[str, Any]) -> str:

@@ -50,4 +50,4 @@ def main(argv: list[str] | None = None) -> None:
     from ._app import build, group_of
     from ._common import run
 
-    run(build(group_of(args)), args, prog_name="atomic-agents")
+    run(build(group_of(args), args), args, prog_name="atomic-agents")

@@ -7,6 +7,8 @@ imports typer (see ``mcp/_entry.py``).
 
 from __future__ import annotations
 
+import copy
+import inspect
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -38,8 +40,12 @@ def _root(
     remember_group_options(ctx, agents_root=agents_root)
 
 
-def build(only: str | None = None) -> typer.Typer:
-    """The app; ``only`` (a group name) builds the root with that group alone (see :func:`group_of`)."""
+def build(only: str | None = None, args: list[str] | None = None) -> typer.Typer:
+    """The app; ``only`` (a group name) builds the root with that group alone (see :func:`group_of`).
+
+    With ``args`` (the command line) as well, the group holds only the command it
+    names (see :func:`only_named`).
+    """
     root = typer.Typer(
         name="atomic-agents",
         help="Local-first memory and coordination substrate for AI agents.",
@@ -50,15 +56,15 @@ def build(only: str | None = None) -> typer.Typer:
     if only in (None, "vault"):
         from ._vault import app as vault_app
 
-        root.add_typer(vault_app, name="vault")
+        root.add_typer(_narrow(vault_app, "vault", args), name="vault")
     if only in (None, "memory"):
         from ._memory import app as memory_app
 
-        root.add_typer(memory_app, name="memory")
+        root.add_typer(_narrow(memory_app, "memory", args), name="memory")
     if only in (None, "team"):
         from ._team import app as team_app
 
-        root.add_typer(team_app, name="team")
+        root.add_typer(_narrow(team_app, "team", args), name="team")
     if only is None:
         from ._context import register as register_context
         from ._daemon import register as register_daemon
@@ -90,6 +96,62 @@ def group_of(args: list[str]) -> str | None:
             continue
         return a if a in GROUPS else None
     return None
+
+
+def _narrow(group: typer.Typer, name: str, args: list[str] | None) -> typer.Typer:
+    if args is None:
+        return group
+    i = _skip_options(args, {"--agents-root": True})  # the root's option that takes a value (--version exits)
+    return only_named(group, args[i + 1:]) if i < len(args) and args[i] == name else group
+
+
+def _skip_options(args: list[str], flags: dict[str, bool]) -> int:
+    """Index of the first argument past leading options in ``flags`` (flag -> takes a value: ``--f V`` or ``--f=V``)."""
+    i = 0
+    while i < len(args):
+        head, eq, _ = args[i].partition("=")
+        if head not in flags or (eq and not flags[head]):
+            break
+        i += 2 if flags[head] and not eq else 1
+    return i
+
+
+def _group_flags(group: typer.Typer) -> dict[str, bool]:
+    """The long options a group's callback takes before its subcommand, as click will parse them."""
+    callback = group.info.callback
+    if not callable(callback):
+        return {}
+    params, _, _ = typer.main.get_params_convertors_ctx_param_name_from_function(callback)
+    return {opt: not param.is_flag for param in params if isinstance(param, typer.core.TyperOption)
+            for opt in (*param.opts, *param.secondary_opts) if opt.startswith("--")}
+
+
+def only_named(group: typer.Typer, args: list[str]) -> typer.Typer:
+    """A copy of ``group`` holding only the command (or subgroup, narrowed alike) that ``args`` name.
+
+    Building a click command costs typer ~0.2 ms per command (signatures, type
+    hints, parameters): ``vault list`` need not build the other 40. Only a command
+    line that names one exactly, past the group's own options, is narrowed;
+    anything else (``--help``, an option the group does not take, a typo, no
+    command) gets the whole group and its messages. Narrowed or not, a command
+    line answers the same (tests/cli/test_lazy_imports.py).
+    """
+    i = _skip_options(args, _group_flags(group))
+    if i >= len(args) or args[i].startswith("-"):
+        return group
+    token = args[i]
+    narrow = copy.copy(group)
+    for info in group.registered_commands:
+        if info.callback is not None and (info.name or typer.main.get_command_name(info.callback.__name__)) == token:
+            narrow.registered_commands, narrow.registered_groups = [info], []
+            return narrow
+    for sub in group.registered_groups:
+        if sub.name == token and isinstance(sub.typer_instance, typer.Typer):
+            sub_narrow = copy.copy(sub)
+            sub_narrow.typer_instance = only_named(sub.typer_instance, args[i + 1:])
+            narrow.registered_commands, narrow.registered_groups = [], [sub_narrow]
+            return narrow
+    return group
 
 
 _app: typer.Typer | None = None

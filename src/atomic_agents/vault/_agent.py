@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import os
 import stat
@@ -654,6 +653,8 @@ def _outside_error(root: Path, path: str | Path, unit_type: str) -> UnsafePathEr
 
 
 def _digest(data: bytes) -> str:
+    import hashlib  # writes only: a read-only command never loads it (nor OpenSSL)
+
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 

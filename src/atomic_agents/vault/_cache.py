@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import os
 import time
@@ -80,6 +79,8 @@ def _racy(stamp: Stamp) -> bool:
 
 
 def _digest(path: str | os.PathLike[str]) -> str | None:
+    import hashlib  # only racy entries are digested: most runs never load it (nor OpenSSL)
+
     try:
         with open(path, "rb") as fh:
             return hashlib.blake2b(fh.read(), digest_size=16).hexdigest()

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import hashlib
 import json
 import os
 import threading
@@ -52,6 +51,8 @@ _FORMAT = 2
 
 
 def _digest(data: bytes) -> str:
+    import hashlib  # loaded by the first digest, not by every command that imports the vault
+
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
