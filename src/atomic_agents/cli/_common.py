@@ -197,34 +197,57 @@ def shared(*names: str, always_json: bool = False) -> Callable[[Callable[..., An
     """
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        sig = inspect.signature(fn, eval_str=True)
-        extra = [
-            inspect.Parameter(f"aa_{n}", inspect.Parameter.KEYWORD_ONLY, annotation=SHARED[n][0], default=SHARED[n][1])
-            for n in names
-        ]
-        ctx_param = inspect.Parameter("aa_ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
-        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.kind is inspect.Parameter.VAR_KEYWORD else p
-                  for p in sig.parameters.values()]
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            ctx: typer.Context = kwargs.pop("aa_ctx")
-            given = {n: kwargs.pop(f"aa_{n}") for n in names}
-            values = dict(_group_values(ctx))
-            values.update({n: v for n, v in given.items() if v is not None})
-            values["json"] = always_json or bool(values.get("json"))
-            _last_json[0] = values["json"]
-            token = _current.set(values)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _current.reset(token)
-
-        wrapper.__signature__ = sig.replace(parameters=[*params, *extra, ctx_param])  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {p.name: p.annotation for p in wrapper.__signature__.parameters.values()}  # type: ignore[attr-defined]
-        return wrapper
+        return _SharedCommand(fn, names, always_json)
 
     return decorate
+
+
+class _SharedCommand:
+    """A command with the group-wide options added to its signature (see :func:`shared`).
+
+    The signature is worked out when typer first asks for it, which it does only
+    for the commands it builds: a command line that runs ``vault list`` does not
+    evaluate the annotations of the group's 40 other commands (~2 ms).
+    """
+
+    def __init__(self, fn: Callable[..., Any], names: tuple[str, ...], always_json: bool) -> None:
+        # everything functools.wraps copies but __annotations__, which is worked out below
+        functools.update_wrapper(self, fn, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
+        self._fn = fn
+        self._names = names
+        self._always_json = always_json
+        self._signature: inspect.Signature | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        ctx: typer.Context = kwargs.pop("aa_ctx")
+        given = {n: kwargs.pop(f"aa_{n}") for n in self._names}
+        values = dict(_group_values(ctx))
+        values.update({n: v for n, v in given.items() if v is not None})
+        values["json"] = self._always_json or bool(values.get("json"))
+        _last_json[0] = values["json"]
+        token = _current.set(values)
+        try:
+            return self._fn(*args, **kwargs)
+        finally:
+            _current.reset(token)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        if self._signature is None:
+            sig = inspect.signature(self._fn, eval_str=True)
+            extra = [
+                inspect.Parameter(f"aa_{n}", inspect.Parameter.KEYWORD_ONLY, annotation=SHARED[n][0], default=SHARED[n][1])
+                for n in self._names
+            ]
+            ctx_param = inspect.Parameter("aa_ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+            params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.kind is inspect.Parameter.VAR_KEYWORD else p
+                      for p in sig.parameters.values()]
+            self._signature = sig.replace(parameters=[*params, *extra, ctx_param])
+        return self._signature
+
+    @property
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
+        return {p.name: p.annotation for p in self.__signature__.parameters.values()}
 
 
 def _group_values(ctx: Any) -> dict[str, Any]:
