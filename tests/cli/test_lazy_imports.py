@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +195,44 @@ def test_read_only_commands_load_no_pydantic(tmp_path: Path, vault_root: Path, a
     code, mods = probe(tmp_path, ["--agents-root", str(vault_root), *args], ATOMIC_AGENTS_EMBEDDER="hashing")
     assert code == 0
     assert "pydantic" not in mods
+
+
+@pytest.mark.parametrize("args", [*READ_ONLY, ["vault", "validate", "finance"], ["vault", "lint", "finance"],
+                                  ["vault", "journal", "add", "finance", "--happened", "checked"]],
+                         ids=lambda a: " ".join(a[:2]))
+def test_plain_frontmatter_loads_no_yaml_and_reads_load_no_write_machinery(tmp_path: Path, vault_root: Path,
+                                                                           args: list[str]) -> None:
+    """Plain notes take the fast path (PyYAML's resolver table is copied, not imported); the secret scanner
+    loads with the first write, the thread pool (and logging) with the first batch of files."""
+    code, mods = probe(tmp_path, ["--agents-root", str(vault_root), *args], ATOMIC_AGENTS_EMBEDDER="hashing")
+    assert code == 0
+    assert not {"yaml", "atomic_agents._format._pyyaml"} & mods
+    assert not {"atomic_agents.memory._secrets", "concurrent.futures", "logging"} & mods
+
+
+def test_frontmatter_the_fast_path_declines_still_goes_to_pyyaml(tmp_path: Path, vault_root: Path) -> None:
+    """The positive control: quoting the fast path does not take, and a hostile alias, reach PyYAML's loader."""
+    root = tmp_path / "agents"
+    shutil.copytree(vault_root / "finance", root / "finance", symlinks=True)
+    note = root / "finance" / "memory" / "user_risk.md"
+    text = note.read_text(encoding="utf-8")
+    note.write_text(text.replace("name: Risk\n", 'name: "Risk \\u00e9"\n', 1), encoding="utf-8")
+    code, mods = probe(tmp_path, ["--agents-root", str(root), "vault", "show", "finance", "user_risk.md", "--json"])
+    assert code == 0 and "yaml" in mods
+    note.write_text(text.replace("name: Risk\n", "name: &a Risk\ndescription2: *a\n", 1), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-m", "atomic_agents.cli", "--agents-root", str(root), "vault", "show",
+                           "finance", "user_risk.md"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "user_risk.md" in done.stderr and "anchor &a is not allowed" in done.stderr
+
+
+def test_memory_reads_load_no_secret_scanner_and_no_hashlib(tmp_path: Path, vault_root: Path) -> None:
+    for args in (KEYWORD_COMMANDS[0], KEYWORD_COMMANDS[1]):
+        code, mods = probe(tmp_path, ["--agents-root", str(vault_root), *args], ATOMIC_AGENTS_EMBEDDER="hashing")
+        assert code == 0 and "atomic_agents.memory._sqlite" in mods
+        assert not {"atomic_agents.memory._secrets", "hashlib", "random", "yaml"} & mods
+    # the positive control: a write does load the scanner
+    code, mods = probe(tmp_path, ["--agents-root", str(vault_root), "memory", "remember", "--agent-id", "a",
+                                  "--user-id", "u", "lazy probe write"], ATOMIC_AGENTS_EMBEDDER="hashing")
+    assert code == 0 and "atomic_agents.memory._secrets" in mods

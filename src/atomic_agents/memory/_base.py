@@ -17,9 +17,17 @@ else:  # bound on first use (see _lazy): keyword search and listing never import
 from ..exceptions import ValidationError
 from ._embed import Embedder
 from ._models import Memory, Scope, ScopeFilter, check_content, check_id, check_metadata, check_ttl
-from ._secrets import check_no_secrets
 
-__all__ = ["check_prune_target", "memory_from_row", "check_scope", "check_scope_filter", "embed_texts", "prepare_edit", "prepare_new"]
+__all__ = ["check_no_secrets", "check_prune_target", "memory_from_row", "check_scope", "check_scope_filter", "embed_texts",
+           "prepare_edit", "prepare_new"]
+
+
+def check_no_secrets(content: str | None, metadata: Mapping[str, Any] | None, *, record: str | None = None,
+                     scope: object | None = None) -> None:
+    """:func:`._secrets.check_no_secrets`, whose ~40 patterns compile on the first write, not in every read."""
+    from ._secrets import check_no_secrets as check
+
+    check(content, metadata, record=record, scope=scope)
 
 
 def check_scope(scope: object) -> Scope:

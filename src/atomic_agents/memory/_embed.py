@@ -14,7 +14,6 @@ True
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import re
@@ -24,11 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import hashlib
+
     import numpy as np
-else:  # bound on first use (see _lazy): keyword search and listing never import numpy
+else:  # bound on first use (see _lazy): keyword search and listing never import numpy (nor hashlib's OpenSSL)
     from ._lazy import lazy_module
 
     np = lazy_module("numpy", globals(), "np")
+    hashlib = lazy_module("hashlib", globals(), "hashlib")
 
 from ..exceptions import StoreError
 

@@ -57,7 +57,7 @@ from ._scoring import (
     stems,
     tokens,
 )
-from ._secrets import check_no_secrets
+from ._base import check_no_secrets  # the scanner loads with the first write
 from ._sqlite_schema import SCHEMA_VERSION
 from ._store import UNSET, Progress
 

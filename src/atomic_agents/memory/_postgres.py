@@ -78,7 +78,7 @@ from ._scoring import (
     stems,
     tokens,
 )
-from ._secrets import check_no_secrets
+from ._base import check_no_secrets  # the scanner loads with the first write
 from ._store import UNSET, Progress
 
 __all__ = ["PostgresMemoryStore", "is_dsn", "redact_dsn"]

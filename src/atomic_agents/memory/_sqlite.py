@@ -70,7 +70,7 @@ from ._scoring import (
     keyword_score,
     semantic_score,
 )
-from ._secrets import check_no_secrets
+from ._base import check_no_secrets  # the scanner loads with the first write
 from ._sqlite_keyword import SQLiteKeyword
 from ._sqlite_schema import SCHEMA_VERSION, _with_retry, connect, ensure_schema, write_txn
 from ._sqlite_sql import _COLS, _LIVE, _SCOPE, _filtered_source, _needs_python_check

@@ -7,7 +7,6 @@ Plain-SQL readers (ATP's metrics script) rely on table ``memories`` with columns
 
 from __future__ import annotations
 
-import random
 import re
 import sqlite3
 import time
@@ -142,6 +141,8 @@ def _with_retry(fn: Callable[[], T]) -> T:
         except sqlite3.OperationalError as exc:
             if not _retryable(exc) or time.monotonic() > deadline:
                 raise
+            import random  # a busy database only: most commands never wait
+
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.25)
 
