@@ -236,3 +236,23 @@ def test_memory_reads_load_no_secret_scanner_and_no_hashlib(tmp_path: Path, vaul
     code, mods = probe(tmp_path, ["--agents-root", str(vault_root), "memory", "remember", "--agent-id", "a",
                                   "--user-id", "u", "lazy probe write"], ATOMIC_AGENTS_EMBEDDER="hashing")
     assert code == 0 and "atomic_agents.memory._secrets" in mods
+
+
+@pytest.mark.parametrize("args", [["vault", "list", "finance"], ["vault", "list", "finance", "--json"],
+                                  ["vault", "show", "finance", "user_risk.md"], ["vault", "index", "show", "finance"]],
+                         ids=lambda a: " ".join(a))
+def test_listing_and_showing_load_no_lint_journal_log_or_persona_module(tmp_path: Path, vault_root: Path,
+                                                                        args: list[str]) -> None:
+    code, mods = probe(tmp_path, ["--agents-root", str(vault_root), *args])
+    assert code == 0 and "atomic_agents.vault._agent" in mods
+    assert not {f"atomic_agents.vault.{m}" for m in ("_lint", "_journal", "_log", "_persona", "_log_entry")} & mods
+
+
+def test_the_vault_package_still_exports_every_name() -> None:
+    import atomic_agents.vault as vault
+
+    for name in vault.__all__:
+        assert getattr(vault, name) is not None, name
+    assert vault.lint_agent.__module__ == "atomic_agents.vault._lint"
+    with pytest.raises(AttributeError):
+        vault.no_such_name  # noqa: B018

@@ -26,7 +26,6 @@ from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, Un
 from ._cache import ParseCache, stamp_of
 from .._format._frontmatter import Document, read, render_document
 from ._index import ARCHIVE, PROMOTED, Index, Wanted, is_persona_ref, section_for
-from ._lint import check_units, guess_titles
 from ._names import check_agent_name, check_topic, safe_child
 from ._units import Note, NoteDraft, UnitType, WikiDraft, order_meta
 from ._upgrade import upgrade_for_write
@@ -573,6 +572,8 @@ class Agent:
                 idx.preamble = [f"# {self.title} — {idx.kind} Index", ""]
             notes.sort(key=lambda n: (str(n.captured or ""), n.filename))
             wanted = [Wanted(n.filename, *self._entry_for(n.meta, n.filename, unit_type, today)) for n in notes]
+            from ._lint import guess_titles  # lint's module loads only where a check runs
+
             unreadable = {os.path.basename(e.path): ({os.path.basename(e.path)} if isinstance(e, UnsafePathError)
                                                      else guess_titles(e.path)) for e in errors if e.path}
             report = idx.reconcile(wanted, unreadable)
@@ -601,6 +602,8 @@ class Agent:
                     for unit_type in ("memory", "wiki"):
                         self._recover(unit_type, today or dt.date.today())
                         sweep_stale_temps(self.folder(unit_type), root=self.agents_root)
+        from ._lint import check_units
+
         return [i for i in check_units(self, strict_index=True) if i.severity == "error"]
 
 

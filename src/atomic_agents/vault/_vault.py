@@ -6,16 +6,18 @@ import datetime as dt
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import NotFoundError, UnsafePathError
 from ._agent import Agent, WriteHook
-from ._journal import journal_path, link_capture, pick_item
-from ._lint import LintReport, lint_agent
 from ._names import SNAKE
-from ._persona import scaffold
 from ._units import Note, NoteDraft
 from .._format._validate import Issue
+
+if TYPE_CHECKING:
+    from ._lint import LintReport
+
+# The journal, lint and persona modules load in the methods that use them: `vault list` needs none.
 
 __all__ = ["Vault", "promote_journal_item"]
 
@@ -49,6 +51,8 @@ class Vault:
 
     def init_agent(self, name: str, *, title: str | None = None) -> tuple[Agent, list[str]]:
         """Scaffold an agent (idempotent: existing files are kept)."""
+        from ._persona import scaffold
+
         agent = self.agent(name)
         self.root.mkdir(parents=True, exist_ok=True)
         return agent, scaffold(agent, title=title)
@@ -75,6 +79,8 @@ class Vault:
     def lint(self, name: str | None = None, *, today: dt.date | None = None, stale_days: int = 90,
              store: Any = None) -> list[LintReport]:
         """Lint one agent or all; ``store`` (a memory store) adds the mirror check (see :func:`lint_agent`)."""
+        from ._lint import LintReport, lint_agent
+
         reports = []
         for a in self._targets(name):
             try:
@@ -105,6 +111,8 @@ def promote_journal_item(
 
     The day's "Captured to memory" section then links the new note.
     """
+    from ._journal import journal_path, link_capture, pick_item
+
     chosen = pick_item(agent, day, item)
     text = chosen.text
     source = str(journal_path(agent, day).relative_to(agent.path))
