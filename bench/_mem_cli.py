@@ -159,6 +159,8 @@ def run(argv: list[str]) -> None:
             ("vault list finance", [*cli, "vault", "list", "finance", *r], {}, "vault", 2.0),
             ("vault list finance --json", [*cli, "vault", "list", "finance", "--json", *r], {}, "vault", 2.0),
             ("vault show finance project_topic_7.md", [*cli, "vault", "show", "finance", "project_topic_7.md", *r], {}, "vault", 2.0),
+            ("vault lint finance", [*cli, "vault", "lint", "finance", *r], {}, "vault", 2.0),
+            ("vault index show finance", [*cli, "vault", "index", "show", "finance", *r], {}, "vault", 2.0),
             (f"memory search (keyword, {args.memories:,} memories)",
              [*cli, "memory", "search", *scope, "billing deploy", "--db", str(kw)], {}, "kw", 2.5),
             ("memory list --filter goal_id=g1", [*cli, "memory", "list", *scope, "--filter", "goal_id=g1", "--db", str(kw)], {}, "kw", None),

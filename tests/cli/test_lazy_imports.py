@@ -241,11 +241,13 @@ def test_memory_reads_load_no_secret_scanner_and_no_hashlib(tmp_path: Path, vaul
 @pytest.mark.parametrize("args", [["vault", "list", "finance"], ["vault", "list", "finance", "--json"],
                                   ["vault", "show", "finance", "user_risk.md"], ["vault", "index", "show", "finance"]],
                          ids=lambda a: " ".join(a))
-def test_listing_and_showing_load_no_lint_journal_log_or_persona_module(tmp_path: Path, vault_root: Path,
+def test_listing_and_showing_load_no_index_lint_journal_log_or_persona_module(tmp_path: Path, vault_root: Path,
                                                                         args: list[str]) -> None:
     code, mods = probe(tmp_path, ["--agents-root", str(vault_root), *args])
     assert code == 0 and "atomic_agents.vault._agent" in mods
-    assert not {f"atomic_agents.vault.{m}" for m in ("_lint", "_journal", "_log", "_persona", "_log_entry")} & mods
+    unused = {"_lint", "_journal", "_log", "_persona", "_log_entry", *(() if args[1] == "index" else ("_index",))}
+    assert not {f"atomic_agents.vault.{m}" for m in unused} & mods
+    assert ("atomic_agents.vault._index" in mods) == (args[1] == "index")  # INDEX.md read: the module loads
 
 
 def test_the_vault_package_still_exports_every_name() -> None:

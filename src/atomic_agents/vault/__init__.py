@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from ._agent import Agent, WriteHook
 from .._format._frontmatter import Document, parse, read, render
-from ._index import Entry, Index, parse_entry
 from .._format._vocab import CONFIDENCE_LEVELS, NOTE_TYPES
 from ._units import Note, NoteDraft, WikiDraft
 from .._format._validate import Issue, validate_note_meta, validate_wiki_meta
@@ -22,14 +21,16 @@ from ._vault import Vault, promote_journal_item
 
 if TYPE_CHECKING:
     from .._format._models import NoteMeta, WikiMeta
+    from ._index import Entry, Index, parse_entry
     from ._journal import JournalItem, append_journal, journal_items, journal_path
     from ._lint import LintReport, lint_agent
     from ._log import LogQueryResult, append_log, query_logs
     from ._log_entry import LogEntry
     from ._persona import ModelConfig, ToolsConfig, parse_model_md, parse_tools_md, scaffold
 
-#: Names whose module loads when first asked for (PEP 562): `vault list` needs none of them.
+#: Names whose module loads when first asked for (PEP 562): `vault list` and `vault show` need none of them.
 _LAZY = {
+    "Entry": "._index", "Index": "._index", "parse_entry": "._index",
     "JournalItem": "._journal", "append_journal": "._journal", "journal_items": "._journal", "journal_path": "._journal",
     "LintReport": "._lint", "lint_agent": "._lint",
     "LogQueryResult": "._log", "append_log": "._log", "query_logs": "._log",

@@ -18,18 +18,20 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._io import (FileLock, atomic_write, atomic_write_many, make_dirs, read_nofollow, resolve_inside,
                   sweep_stale_temps, write_in_place)
 from ..exceptions import ConflictError, FrontmatterParseError, NotFoundError, UnsafePathError, ValidationError
 from ._cache import ParseCache, stamp_of
 from .._format._frontmatter import Document, read, render_document
-from ._index import ARCHIVE, PROMOTED, Index, Wanted, is_persona_ref, section_for
 from ._names import check_agent_name, check_topic, safe_child
 from ._units import Note, NoteDraft, UnitType, WikiDraft, order_meta
 from ._upgrade import upgrade_for_write
 from .._format._validate import Issue, raise_first_error, validate_note_meta, validate_wiki_meta
+
+if TYPE_CHECKING:
+    from ._index import Index
 
 __all__ = ["MIRROR_STALE", "Agent", "WriteHook"]
 
@@ -40,7 +42,6 @@ MIRROR_STALE = ".mirror-stale"
 #: still under the agent's lock. The vault knows nothing of what a hook does (the memory bridge
 #: keeps its mirror current with one); a hook that raises never undoes or blocks the write.
 WriteHook = Callable[["Agent", str, "list[Path]"], None]
-WIKI_SECTIONS = ["Pages", ARCHIVE]
 
 
 @dataclass
@@ -391,7 +392,9 @@ class Agent:
     # ------------------------------------------------------------------- INDEX
     def index(self, unit_type: UnitType = "memory") -> Index:
         """The agent's INDEX as on disk now (a fresh object the caller may change)."""
-        kind, order = ("Memory", None) if unit_type == "memory" else ("Wiki", WIKI_SECTIONS)
+        from ._index import ARCHIVE, Index  # the INDEX module loads with the first INDEX read or write
+
+        kind, order = ("Memory", None) if unit_type == "memory" else ("Wiki", ["Pages", ARCHIVE])
         return Index.load(self.folder(unit_type), agent_title=self.title, limit=self.index_limit, kind=kind, order=order)
 
     def _cached_index(self, unit_type: UnitType, key: tuple[Any, ...]) -> tuple[Index, dict[str, Any] | None]:
@@ -412,6 +415,8 @@ class Agent:
         return self.index(unit_type), None
 
     def _entry_for(self, meta: dict[str, Any], filename: str, unit_type: UnitType, today: dt.date) -> tuple[str, str, str]:
+        from ._index import ARCHIVE, PROMOTED, is_persona_ref, section_for
+
         sup = meta.get("superseded_by")
         name = meta.get("name")
         title = name if isinstance(name, str) and name else filename
@@ -571,6 +576,8 @@ class Agent:
             if not idx.loaded:
                 idx.preamble = [f"# {self.title} — {idx.kind} Index", ""]
             notes.sort(key=lambda n: (str(n.captured or ""), n.filename))
+            from ._index import Wanted
+
             wanted = [Wanted(n.filename, *self._entry_for(n.meta, n.filename, unit_type, today)) for n in notes]
             from ._lint import guess_titles  # lint's module loads only where a check runs
 
