@@ -6,8 +6,8 @@
 Every row is a fresh ``python -m atomic_agents.cli`` process (stdout to a file, as
 in a pipe), rounds interleaved so load drifts hit every row alike; the median of
 ``--reps``. The baseline, ``python -c "import typer"``, is measured in the same
-rounds. Targets (issue 8): vault commands <= 2x it, keyword ``memory search`` <=
-2.5x. Also: ONNX session creation for a small call (target <= 60 ms) next to the
+rounds. Targets (issue 8): vault commands (list, show, lint, index show) <= 2x it,
+keyword ``memory search`` <= 2.5x. Also: ONNX session creation for a small call (target <= 60 ms) next to the
 former settings, the store's close (the WAL checkpoint), and ``remember --jsonl``
 per record next to one ``remember`` process per record.
 

@@ -8,7 +8,6 @@ imports typer (see ``mcp/_entry.py``).
 from __future__ import annotations
 
 import copy
-import inspect
 import sys
 from typing import TYPE_CHECKING, Annotated
 
