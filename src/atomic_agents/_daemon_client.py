@@ -1,9 +1,10 @@
 """The lean client of the memory daemon (``atomic-agents daemon``): standard library only, no typer.
 
 :func:`atomic_agents.cli.main` calls :func:`try_daemon` before it imports typer. For a
-``memory <command>`` line it resolves the database the command targets exactly as the
-full CLI does (``--db`` of the command, then of the group, then ``$ATOMIC_AGENTS_DB``,
-else ``<agents-root>/_memory/memory.db`` with the same precedence for the root), finds
+``memory <command>``, ``context AGENT`` or ``vault search AGENT QUERY`` line it resolves
+the database the command targets exactly as the full CLI does (``--db`` of the command,
+then of the group, then ``$ATOMIC_AGENTS_DB``, else ``<agents-root>/_memory/memory.db``
+with the same precedence for the root), finds
 that database's daemon socket and, if one answers, has the daemon run the command and
 writes back its stdout and stderr bytes and exit code. The daemon runs the same typer
 command code, so the answer is the in-process one by construction.
@@ -34,7 +35,7 @@ import _socket
 
 from . import __version__
 
-__all__ = ["ROUTED", "daemon_key", "lock_path", "resolve_db", "runtime_dir", "socket_path", "try_daemon"]
+__all__ = ["OTHER", "ROUTED", "daemon_key", "lock_path", "resolve_db", "runtime_dir", "socket_path", "try_daemon"]
 
 PROTOCOL = 1
 #: The memory commands the daemon runs (export/import/reindex stream files or draw progress bars: in-process).
@@ -42,12 +43,22 @@ ROUTED = frozenset({
     "remember", "recall", "search", "search-semantic", "search-hybrid", "list", "get", "edit",
     "forget", "forget-expired", "prune", "health", "vacuum",
 })  # fmt: skip
-READ_ONLY = frozenset({"recall", "search", "search-semantic", "search-hybrid", "list", "get", "health"})
-#: Options of the routed commands that take no value (every other ``--x`` takes one).
+#: Commands outside the memory group the daemon runs, with their options that take no value
+#: (a ``context`` without ``--query``/``--goal`` needs no store, but the daemon has the vault's
+#: watch and the tokenizer warm: answered there too when it runs).
+OTHER = {"context": frozenset(), "vault search": frozenset({"--json", "--include-superseded", "--sync"})}
+#: Commands run again in-process when the daemon dies before answering: they change nothing
+#: (``vault search --sync`` syncs the mirror first: a sync made twice is the one sync, under the agent's lock).
+READ_ONLY = frozenset({"recall", "search", "search-semantic", "search-hybrid", "list", "get", "health", *OTHER})
+#: Options of the routed memory commands that take no value (every other ``--x`` takes one).
 _FLAGS = frozenset({"--json", "--no-expiry", "--expired-only", "--confirm", "--hard"})
+#: The location options each group takes before its command (``context`` is no group).
+_GROUP_OPTS = {"memory": ("--agents-root", "--db"), "vault": ("--agents-root",)}
 #: Environment read once at import time by typer/rich: the daemon serves a client only if these match its own.
+#: ``ATOMIC_AGENTS_TOKENIZER``: the context's token counter is chosen once per process.
 PINNED_ENV = ("TERMINAL_WIDTH", "_TYPER_FORCE_DISABLE_TERMINAL", "GITHUB_ACTIONS", "FORCE_COLOR", "PY_COLORS",
-              "TYPER_USE_RICH", "TYPER_STANDARD_TRACEBACK", "_TYPER_STANDARD_TRACEBACK", "PYTHONHASHSEED")  # fmt: skip
+              "TYPER_USE_RICH", "TYPER_STANDARD_TRACEBACK", "_TYPER_STANDARD_TRACEBACK", "PYTHONHASHSEED",
+              "ATOMIC_AGENTS_TOKENIZER")  # fmt: skip
 CONNECT_TIMEOUT = 2.0
 REPLY_TIMEOUT = 300.0
 _MAX_FRAME = 1 << 31
@@ -113,36 +124,53 @@ def _value(args: list[str], i: int) -> tuple[str | None, int]:
 
 
 def resolve_db(args: list[str], env: dict[str, str] | os._Environ[str], cwd: str) -> tuple[str, str] | None:
-    """``(command, absolute database path)`` for a ``memory <command>`` line, or ``None`` to run in-process.
+    """``(command, absolute database path)`` for a routed line, or ``None`` to run in-process.
 
-    Precedence as in ``cli/_common.py`` and ``memory/_store.py``: the command's option, then
-    the memory group's, then the root's (location options); then the environment; then the
-    default. Anything unexpected (another option before the command, a DSN, ``--help``) is ``None``.
+    Routed: ``memory <command>`` (``command`` is its name), ``context AGENT`` and ``vault
+    search AGENT QUERY`` (``"context"``, ``"vault search"``). Precedence as in
+    ``cli/_common.py`` and ``memory/_store.py``: the command's option, then its group's
+    (``memory --db/--agents-root``, ``vault --agents-root``), then the root's
+    (``--agents-root``); then the environment; then the default. Anything unexpected
+    (another option before the command, a DSN, ``--help``) is ``None``.
     """
     root: dict[str, str] = {}
     i = 0
-    while i < len(args) and args[i] != "memory":  # root options: only --agents-root
+    while i < len(args) and args[i] not in ("memory", "context", "vault"):  # root options: only --agents-root
         if args[i].partition("=")[0] != "--agents-root":
             return None
         val, i = _value(args, i)
         if val is None:
             return None
         root["agents_root"] = val
+    if i >= len(args):
+        return None
+    group_name = args[i]
     i += 1
     group: dict[str, str] = {}
-    while i < len(args) and args[i].startswith("-"):
-        name = args[i].partition("=")[0]
-        if name not in ("--agents-root", "--db"):
+    if group_name == "context":
+        command, flags = "context", OTHER["context"]
+    else:
+        allowed = _GROUP_OPTS[group_name]
+        while i < len(args) and args[i].startswith("-"):
+            name = args[i].partition("=")[0]
+            if name not in allowed:
+                return None
+            val, i = _value(args, i)
+            if val is None:
+                return None
+            group[name[2:].replace("-", "_")] = val
+        if i >= len(args):
             return None
-        val, i = _value(args, i)
-        if val is None:
-            return None
-        group[name[2:].replace("-", "_")] = val
-    if i >= len(args) or args[i] not in ROUTED:
-        return None
-    command = args[i]
+        if group_name == "memory":
+            if args[i] not in ROUTED:
+                return None
+            command, flags = args[i], _FLAGS
+        else:
+            if args[i] != "search":
+                return None
+            command, flags = "vault search", OTHER["vault search"]
+        i += 1
     own: dict[str, str] = {}
-    i += 1
     while i < len(args):
         tok = args[i]
         if tok == "--":
@@ -153,7 +181,7 @@ def resolve_db(args: list[str], env: dict[str, str] | os._Environ[str], cwd: str
         name = tok.partition("=")[0]
         if name in ("--help", "--version"):
             return None
-        if name in _FLAGS:
+        if name in flags:
             i += 1
             continue
         val, i = _value(args, i)
@@ -290,7 +318,7 @@ def try_daemon(args: list[str]) -> int | None:
     if routed is None:
         return None
     command, db = routed
-    reads_stdin = "-" in args
+    reads_stdin = command not in OTHER and "-" in args  # `context`/`vault search` never read stdin
     if reads_stdin and sys.stdin is None:
         return None
     sock = connect(socket_path(db))

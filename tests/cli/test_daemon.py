@@ -371,3 +371,230 @@ def test_start_refuses_a_missing_folder_and_a_dsn(env: Env) -> None:
     assert code == 1 and b"does not exist" in err
     code, _, err = env.cli("daemon", "start", "--db", "postgresql://u@localhost/x")
     assert code == 1 and b"SQLite" in err
+
+
+# ------------------------------------------------- context and vault search
+GOAL_SCOPE = ["--org-id", "acme", "--workspace-id", "acme/fin", "--agent-id", "dispatcher", "--user-id", "alice"]
+
+
+def _vault(e: Env) -> tuple[Path, str]:
+    """An agents root under the test folder with two agents, a synced mirror and one ATP goal; ``e.db`` is its store."""
+    from atomic_agents.atp import Identity, Ledger
+    from atomic_agents.memory import HashingEmbedder, SQLiteMemoryStore
+    from atomic_agents.vault import NoteDraft, Vault
+
+    root = e.tmp / "agents"
+    vault = Vault(root)
+    ag, _ = vault.init_agent("finance", title="Finance Coach")
+    vault.init_agent("blank")  # model.md as scaffolded: no token budget
+    model = ag.path / "model.md"
+    model.write_text(model.read_text(encoding="utf-8").replace("- Max system prompt: tokens",
+                                                               "- Max system prompt: 3000 tokens"), encoding="utf-8")
+    (ag.path / "tools.md").write_text("# TOOLS\n\n## Write paths (own folder ONLY)\n- finance/memory/\n\n"
+                                      "## Hard NOs\n- Never move money\n", encoding="utf-8")
+
+    def draft(topic: str, type: str = "feedback", **kw: Any) -> NoteDraft:
+        return NoteDraft(**{"type": type, "topic": topic, "name": f"Note {topic}", "sources": ["conversation_2026-05-06"],
+                            "description": f"When {topic.replace('_', ' ')} matters", "confidence": "high",
+                            "body": f"Body of {topic}.\n", **kw})
+
+    ag.create_notes([
+        draft("scope_boundary", name="Scope boundary", description="Never give tax advice", pinned=True),
+        draft("debt_order", name="Debt order", description="Pay the highest rate debt first"),
+        draft("debt_snowball", name="Debt snowball", description="Smallest debt balance first when motivation lags"),
+        draft("gym_days", type="user", name="Gym days", description="Trains Monday and Thursday"),
+    ])
+    (ag.memory_dir / "INDEX_archive.md").write_text("# Archive sub-index\n\n- `Old` — old note\n", encoding="utf-8")
+    e.db = root / "_memory" / "memory.db"
+    code, _, err = e.cli("vault", "sync", "finance", env={"ATOMIC_AGENTS_DAEMON": "off"})
+    assert code == 0, err
+    store = SQLiteMemoryStore(e.db, embedder=HashingEmbedder())
+    try:
+        ledger = Ledger(store, Identity("acme", "acme/fin", "dispatcher"))
+        goal = ledger.start("Plan the debt payoff for the credit card", requester="alice").goal_id
+        store.remember("The credit card APR is 24 percent, the car loan 6", None, ledger.identity.scope)
+    finally:
+        store.close()
+    return root, goal
+
+
+def _context_battery(root: Path, goal: str, tight: int) -> list[tuple[list[str], dict[str, str]]]:
+    """``context`` and ``vault search`` lines (with extra environment) covering answers, drops and every kind of error."""
+    q = ["--query", "which debt first"]
+    return [
+        (["context", "finance"], {}),  # no store needed: still answered by the daemon
+        (["context", "finance", *q], {}),
+        (["context", "finance", *q, "--format", "json"], {}),
+        (["context", "finance", *q, "--budget", str(tight)], {}),  # recalled notes and sub-index dropped, reported
+        (["context", "finance", *q, "--budget", "5"], {}),  # ContextBudgetError naming each part
+        (["context", "finance", "--budget", "5", "--format", "json"], {}),
+        (["context", "blank", *q], {}),  # model.md has no budget: typed error
+        (["context", "nobody", *q], {}),  # unknown agent
+        (["context", "Not A Name"], {}),
+        (["context", "finance", "--limit", "0"], {}),
+        (["context", "finance", "--format", "yaml"], {}),  # usage error, exit 2
+        (["context", "finance", "--bogus"], {}),
+        (["context"], {}),
+        (["context", "finance", *q, "--embedder", "nope"], {}),
+        (["context", "finance", "--goal", goal, *GOAL_SCOPE, "--budget", "5000"], {}),
+        (["context", "finance", "--goal", goal, *GOAL_SCOPE, *q, "--format", "json"], {}),
+        (["context", "finance", "--goal", "no-such-goal", *GOAL_SCOPE], {}),
+        (["context", "finance", "--goal", goal], {}),  # no org/workspace: typed error
+        (["--agents-root", "agents", "context", "finance", *q], {}),
+        (["context", "finance", "--agents-root", str(root), *q], {"ATOMIC_AGENTS_ROOT": "/nowhere"}),
+        (["context", "finance", "--db", str(root / "_memory" / "memory.db"), *q], {}),
+        (["context", "finance", *q], {"ATOMIC_AGENTS_ROOT": str(root)}),
+        (["vault", "search", "finance", "debt"], {}),
+        (["vault", "search", "finance", "debt", "--json", "--limit", "2"], {}),
+        (["vault", "--agents-root", str(root), "search", "finance", "gym", "--type", "user"], {}),
+        (["--agents-root", "/nowhere", "vault", "--agents-root", "agents", "search", "finance", "debt",
+          "--include-superseded"], {}),
+        (["vault", "search", "finance", "debt", "--sync"], {}),
+        (["vault", "search", "finance", "x", "--type", "bogus"], {}),
+        (["vault", "search", "finance", "x", "--json", "--limit", "0"], {}),  # the error as JSON on stdout too
+        (["vault", "search", "nobody", "x"], {}),
+        (["vault", "search", "finance"], {}),  # missing QUERY
+        (["vault", "search", "finance", "x", "--embedder", "nope", "--json"], {}),
+    ]
+
+
+def test_context_and_vault_search_identical_with_and_without_the_daemon(env: Env) -> None:
+    root, goal = _vault(env)
+    code, out, err = env.cli("context", "finance", "--query", "which debt first", "--format", "json",
+                             env={"ATOMIC_AGENTS_DAEMON": "off"})
+    assert code == 0, err
+    parts = json.loads(out)["parts"]
+    tight = sum(p["tokens"] for p in parts if p["kind"] not in ("recalled", "sub_index")) + 2
+    battery = _context_battery(root, goal, tight)
+    off = {"ATOMIC_AGENTS_DAEMON": "off"}
+    before = [env.cli(*args, env={**extra, **off}) for args, extra in battery]
+    env.start()
+    served0 = env.requests()
+    during = [env.cli(*args, env=extra) for args, extra in battery]
+    assert env.requests() - served0 == len(battery)  # every one went through the daemon
+    for (args, _), b, d in zip(battery, before, during):
+        assert d == b, args
+    assert {code for code, _, _ in before} == {0, 1, 2}  # answers, typed errors and usage errors were all compared
+    assert b"\ndropped " in before[3][2] and b"over the budget of 5" in before[5][2]
+    assert b"Scope boundary" in before[0][1] and b"Plan the debt payoff" in before[14][1]
+    assert json.loads(before[23][1])["hits"][0]["path"].startswith("memory/feedback_debt_")
+    code, data = env.status()
+    assert {"context", "vault search"} <= set(data["ms_per_request"])
+
+
+def test_hand_edits_and_other_writers_are_in_the_daemons_next_context(env: Env) -> None:
+    root, _ = _vault(env)
+    env.start()
+    line = ["context", "finance", "--query", "which debt first", "--format", "json"]
+    for _ in range(3):  # from the daemon's second look the notes folder is watched: later looks see only events
+        assert env.cli(*line)[0] == 0
+    memory = root / "finance" / "memory"
+    gym = memory / "user_gym_days.md"
+    gym.write_text(gym.read_text(encoding="utf-8").replace("pinned: false", "pinned: true"),
+                   encoding="utf-8")  # pinned by hand
+    (memory / "feedback_scope_boundary.md").unlink()  # a pinned note removed
+    (memory / "INDEX_more.md").write_text("# More\n\n- `New` — a new sub-index\n", encoding="utf-8")
+    code, _, err = env.cli("vault", "new", "finance", "--type", "feedback", "--topic", "debt_avalanche", "--name",
+                           "Debt avalanche", "--description", "Highest interest first saves the most",
+                           "--source", "conversation_2026-05-06", "--confidence", "high",
+                           env={"ATOMIC_AGENTS_DAEMON": "off"})  # another process writes a note (and its mirror)
+    assert code == 0, err
+    served = env.requests()
+    for args in (line, ["context", "finance"], ["vault", "search", "finance", "debt avalanche", "--json"]):
+        warm = env.cli(*args)
+        assert warm == env.cli(*args, env={"ATOMIC_AGENTS_DAEMON": "off"}), args
+    assert env.requests() - served == 3
+    data = json.loads(env.cli(*line)[1])
+    sources = [p["source"] for p in data["parts"]]
+    assert "memory/user_gym_days.md" in sources and "memory/feedback_scope_boundary.md" not in sources
+    assert "memory/INDEX_more.md" in sources
+    assert "Debt avalanche" in env.cli("vault", "search", "finance", "debt avalanche")[1].decode()
+
+
+def test_another_tokenizer_setting_runs_in_process(env: Env) -> None:
+    _vault(env)
+    env.start()
+    wordpiece = {"ATOMIC_AGENTS_TOKENIZER": "wordpiece"}
+    code, out, err = env.cli("context", "finance", "--format", "json", env=wordpiece)
+    assert code == 0, err
+    assert "WordPiece" in json.loads(out)["tokenizer"]
+    assert (code, out, err) == env.cli("context", "finance", "--format", "json",
+                                       env={**wordpiece, "ATOMIC_AGENTS_DAEMON": "off"})
+    assert env.requests() == 0  # the daemon counts with the tokenizer it chose at start: not asked
+
+
+class _DyingDaemon:
+    """A fake daemon on the database's socket: acknowledges a command, reads its stdin, then closes unanswered."""
+
+    def __init__(self, path: str) -> None:
+        import threading
+
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(path)
+        self.server.listen(4)
+        self.seen: list[list[str]] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                hello = client.recv(conn)
+                self.seen.append(hello["argv"])
+                client.send(conn, {"ok": True})
+                client.recv_bytes(conn)  # the stdin frame; then the "daemon" dies
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_a_daemon_dying_mid_request_runs_context_and_search_again_in_process(env: Env) -> None:
+    _vault(env)
+    fake = _DyingDaemon(env.sock)
+    try:
+        off = {"ATOMIC_AGENTS_DAEMON": "off"}
+        for args in (["context", "finance", "--query", "which debt first"], ["vault", "search", "finance", "debt"],
+                     ["vault", "search", "finance", "debt", "--sync"], ["context", "nobody"]):
+            assert env.cli(*args) == env.cli(*args, env=off), args
+        assert len(fake.seen) == 4  # each was sent to the "daemon" first
+        code, out, err = env.mem("remember", *SCOPE, "written once")  # a write is not run twice
+        assert code == 1 and b"may or may not have taken effect" in err and out == b""
+        assert len(fake.seen) == 5
+    finally:
+        fake.close()
+        os.unlink(env.sock)
+
+
+def test_resolve_db_for_context_and_vault_search(tmp_path: Path) -> None:
+    cwd = str(tmp_path)
+
+    def db(*args: str, **environ: str) -> tuple[str, str] | None:
+        return client.resolve_db(list(args), environ, cwd)
+
+    default = os.path.join(cwd, "agents", "_memory", "memory.db")
+    assert db("context", "finance") == ("context", default)
+    assert db("context", "finance", "--query", "x", "--db", "m.db") == ("context", os.path.join(cwd, "m.db"))
+    assert db("context", "finance", "--query", "--db") == ("context", default)  # a value, as click reads it
+    assert db("--agents-root", "r", "context", "a", "--agents-root", "s") == ("context", f"{cwd}/s/_memory/memory.db")
+    assert db("--agents-root=r", "context", "a") == ("context", f"{cwd}/r/_memory/memory.db")
+    assert db("context", "a", ATOMIC_AGENTS_ROOT="/e") == ("context", "/e/_memory/memory.db")
+    assert db("context", "a", "--agents-root", "r", ATOMIC_AGENTS_DB="/x/m.db") == ("context", "/x/m.db")
+    assert db("context", "a", "--db", "/y.db", ATOMIC_AGENTS_DB="/x/m.db") == ("context", "/y.db")
+    assert db("vault", "search", "a", "q") == ("vault search", default)
+    assert db("--agents-root", "r", "vault", "--agents-root", "s", "search", "a", "q") == (
+        "vault search", f"{cwd}/s/_memory/memory.db")
+    assert db("vault", "--agents-root", "s", "search", "a", "q", "--agents-root", "t") == (
+        "vault search", f"{cwd}/t/_memory/memory.db")
+    # flags take no value: the --db after them is read
+    assert db("vault", "search", "a", "--sync", "--db", "d.db", "q") == ("vault search", f"{cwd}/d.db")
+    assert db("vault", "search", "a", "--include-superseded", "--json", "--db=d.db", "q") == ("vault search", f"{cwd}/d.db")
+    for line in (["vault", "--db", "d.db", "search", "a", "q"],  # not an option of the vault group: in-process
+                 ["vault", "list"], ["vault", "sync"], ["vault"], ["context", "a", "--help"], ["--json", "context", "a"],
+                 ["context", "a", "--db", "postgresql://u@h/x"], ["context", "a", "--db"], ["team", "context"]):
+        assert db(*line) is None, line
+    assert db("memory", "--db", "m.db", "list") == ("list", f"{cwd}/m.db")  # the memory group as before

@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> None:
 
         if lean_serve(args):
             return
-    if "memory" in args[:3]:  # a warm daemon for this database answers without typer (_daemon_client.py)
+    if "memory" in args[:3] or "context" in args[:3] or "search" in args[:6]:  # a warm daemon for this
+        # database answers memory commands, `context` and `vault search` without typer (_daemon_client.py)
         from .._daemon_client import try_daemon
 
         code = try_daemon(args)

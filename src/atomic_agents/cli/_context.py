@@ -7,6 +7,7 @@ json`` prints every part with its source, token count and reason.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import sys
 from pathlib import Path
@@ -46,13 +47,13 @@ def context_command(
         raise ValidationError("must be between 1 and 100", field="--limit", rule="range")
     ag = Vault(agents_root()).agent(agent)
     ag.require()
-    store: Any = None
     identity: Any = None
-    if query or goal:
-        from ..memory import embedder_from_name, open_store
+    with contextlib.ExitStack() as stack:
+        store: Any = None
+        if query or goal:
+            from ._daemon import command_store  # inside `atomic-agents daemon`: its warm store, when it is this one
 
-        store = open_store(db_path(), agents_root=agents_root(), embedder=embedder_from_name(embedder_name()))
-    try:
+            store = stack.enter_context(command_store(_open_store))
         if goal:
             from ..atp import resolve_identity
 
@@ -60,15 +61,18 @@ def context_command(
                                         workspace_id=option("workspace_id"), agent_id=option("agent_id"),
                                         user_id=option("user_id"))
         ctx = context(ag, store, query=query, goal=goal, budget=budget, identity=identity, limit=limit)
-    finally:
-        if store is not None:
-            store.close()
     if format_ is Format.json:
         sys.stdout.write(ctx.to_json())
         return
     sys.stdout.write(ctx.text)
     for line in ctx.summary():
         print(line, file=sys.stderr)
+
+
+def _open_store() -> Any:
+    from ..memory import embedder_from_name, open_store
+
+    return open_store(db_path(), agents_root=agents_root(), embedder=embedder_from_name(embedder_name()))
 
 
 def register(app: typer.Typer) -> None:

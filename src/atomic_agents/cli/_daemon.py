@@ -22,10 +22,12 @@ without a request, on ``daemon stop``, on SIGTERM, or when its socket is removed
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -38,7 +40,7 @@ from ._common import agents_root, db_path, embedder_name, emit, shared
 if TYPE_CHECKING:
     from ..memory import MemoryStore
 
-__all__ = ["app", "served_store"]
+__all__ = ["app", "command_store", "served_store"]
 
 app = typer.Typer(help="A warm memory store per database: memory commands answer without loading the model.",
                   no_args_is_help=True)
@@ -81,11 +83,13 @@ def _open(db: str, embedder: str) -> MemoryStore:
     return SQLiteMemoryStore(Path(db), embedder=embedder_from_name(embedder))
 
 
-def served_store(embeds: bool) -> MemoryStore | None:
+def served_store(embeds: bool, *, durability: bool = True) -> MemoryStore | None:
     """Inside the daemon: its open store, if the running command targets its database and embedder; else ``None``.
 
     The database is resolved with the checks (and errors) of ``open_store``; a store file
-    replaced underneath (another inode) is reopened.
+    replaced underneath (another inode) is reopened. ``durability``: the command honours
+    ``--durability`` / ``$ATOMIC_AGENTS_DURABILITY`` (the memory commands; ``context`` and
+    ``vault search`` always open a durable store, as the daemon's is).
     """
     if not _SERVED:
         return None
@@ -96,7 +100,7 @@ def served_store(embeds: bool) -> MemoryStore | None:
     from . import _common
 
     durable = getattr(_common, "durable", None)  # --durability (where the CLI has it): the daemon's store is durable
-    if callable(durable) and durable() is False:
+    if durability and callable(durable) and durable() is False:
         return None
     from ..memory._store import _checked_db_path, _is_dsn
 
@@ -112,6 +116,24 @@ def served_store(embeds: bool) -> MemoryStore | None:
         s.store = _open(s.db, s.embedder)
         s.ident = _ident(s.db)
     return s.store
+
+
+@contextlib.contextmanager
+def command_store(open_own: Callable[[], MemoryStore]) -> Iterator[MemoryStore]:
+    """The store of ``context`` and ``vault search``: the daemon's warm one when it is theirs, else ``open_own()``.
+
+    The command's own store is closed after; the daemon's stays open. Outside the daemon
+    this is ``open_own()`` and ``close()``, as before.
+    """
+    served = served_store(True, durability=False)
+    if served is not None:
+        yield served
+        return
+    store = open_own()
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 # ------------------------------------------------------------------ serving

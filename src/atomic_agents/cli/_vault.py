@@ -356,14 +356,13 @@ def search(
         raise ValidationError("must be between 1 and 1000", field="--limit", rule="range")
     if type_ is not None and type_ not in {t.value for t in NoteType} | {"wiki_page"}:
         raise ValidationError(f"{type_!r} is not a note type or wiki_page", field="--type", rule="taxonomy")
+    from ._daemon import command_store  # inside `atomic-agents daemon`: its warm store, when it is this one
+
     ag = _agent(agent)
-    store = _open_store()
-    try:
+    with command_store(_open_store) as store:
         if sync_first:
             sync_agent(ag, store)
         hits = search_notes(ag, store, query, type=type_, include_superseded=include_superseded, limit=limit)
-    finally:
-        store.close()
     emit({"agent": agent, "query": query, "hits": [h.to_dict() for h in hits]}, wants_json(),
          lambda: write_lines([f"{h.score:.3f}  {h.path:<48} {h.name} — {h.hook}"
                               + ("" if h.status == "live" else f"  ({h.status})") for h in hits] or ["(no matching notes)"]))
