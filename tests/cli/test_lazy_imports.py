@@ -258,3 +258,38 @@ def test_the_vault_package_still_exports_every_name() -> None:
     assert vault.lint_agent.__module__ == "atomic_agents.vault._lint"
     with pytest.raises(AttributeError):
         vault.no_such_name  # noqa: B018
+
+
+def test_commands_answered_by_the_daemon_import_neither_typer_nor_the_vault(tmp_path: Path, vault_root: Path) -> None:
+    """The lean client (``_daemon_client.py``) answers memory commands, ``context`` and ``vault search`` with the stdlib."""
+    import shutil
+    import tempfile
+
+    runtime = tempfile.mkdtemp(prefix="aa-", dir="/tmp")  # short: a Unix socket path has ~100 bytes
+    os.chmod(runtime, 0o700)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "XDG_RUNTIME_DIR": runtime, "ATOMIC_AGENTS_EMBEDDER": "hashing"}
+    env.pop("ATOMIC_AGENTS_DB", None)
+    daemon = [sys.executable, "-m", "atomic_agents.cli", "daemon"]
+    started = subprocess.run([*daemon, "start", "--agents-root", str(vault_root)], env=env, capture_output=True,
+                             stdin=subprocess.DEVNULL, timeout=120)
+    assert started.returncode == 0, started.stderr
+    try:
+        for args in (["context", "finance", "--query", "risk", "--budget", "4000"], ["context", "finance", "--budget", "40"],
+                     ["vault", "search", "finance", "risk"], ["memory", "list", "--agent-id", "a", "--user-id", "u"]):
+            out = tmp_path / "probe.json"
+            subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=120,
+                           env={**env, "PROBE_ARGS": json.dumps(["--agents-root", str(vault_root), *args]),
+                                "PROBE_OUT": str(out)})
+            data = json.loads(out.read_text())
+            assert data["code"] == (1 if "40" in args else 0), args  # and a budget error, as in-process
+            mods = set(data["modules"])
+            assert "atomic_agents._daemon_client" in mods, args  # the daemon was asked ...
+            assert not {"typer", "click", "typing", "pathlib", "atomic_agents.vault", "atomic_agents.memory", *MODEL} & mods, args
+        status = subprocess.run([*daemon, "status", "--agents-root", str(vault_root), "--json"], env=env,
+                                capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
+        assert json.loads(status.stdout)["requests"] == 4  # ... and answered every one
+    finally:
+        subprocess.run([*daemon, "stop", "--agents-root", str(vault_root)], env=env, capture_output=True,
+                       stdin=subprocess.DEVNULL, timeout=120)
+        shutil.rmtree(runtime, ignore_errors=True)
