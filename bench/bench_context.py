@@ -14,6 +14,9 @@ notes (the target row: <= 50 ms plus one query embedding), and the same with the
 watch off (a stat per note: what a process's first two looks pay); pinned notes by a full scan
 (the previous path, baseline) against the pinned index with and without the watch,
 and context without a query by the full scan.
+
+``--section daemon`` (``_ctx_daemon.py``): whole-process ``context`` and ``vault search``
+through ``atomic-agents daemon`` against in-process, same run.
 """
 
 from __future__ import annotations
@@ -211,4 +214,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:3] == ["--section", "daemon"]:  # whole-process context / vault search via the daemon (_ctx_daemon.py)
+        from _ctx_daemon import run
+
+        run(sys.argv[3:])
+    else:
+        main()
