@@ -1,4 +1,4 @@
-"""The lean client of the memory daemon (``atomic-agents daemon``): standard library only, no typer.
+"""The lean client of the daemon (``atomic-agents daemon``): standard library only, no typer.
 
 :func:`atomic_agents.cli.main` calls :func:`try_daemon` before it imports typer. For a
 ``memory <command>``, ``context AGENT`` or ``vault search AGENT QUERY`` line it resolves

@@ -329,13 +329,16 @@ def test_daemon_closes_on_a_real_other_user(env: Env) -> None:
     assert env.requests() == 0
 
 
-def test_daemon_runs_memory_commands_only_and_this_version_only(env: Env) -> None:
+def test_daemon_runs_routed_commands_only_and_this_version_only(env: Env) -> None:
     env.start()
     base = {"op": "run", "key": client.daemon_key(), "pinned": {k: os.environ.get(k) for k in client.PINNED_ENV},
             "cwd": str(env.tmp), "env": env.env, "umask": 0o022, "argv0": "x",
             "streams": [("utf-8", "strict")] * 3}
     pinned = {k: env.env.get(k) for k in client.PINNED_ENV}
     for hello in ({**base, "pinned": pinned, "argv": ["vault", "list"]},
+                  {**base, "pinned": pinned, "argv": ["vault", "sync", "finance"]},
+                  {**base, "pinned": pinned, "argv": ["vault", "--db", "x.db", "search", "finance", "q"]},
+                  {**base, "pinned": pinned, "argv": ["context", "finance", "--help"]},
                   {**base, "pinned": pinned, "argv": ["memory", "export"]},
                   {**base, "pinned": pinned, "argv": ["memory", "list", *SCOPE], "key": "0|old"},
                   {**base, "pinned": {**pinned, "FORCE_COLOR": "1"}, "argv": ["memory", "list", *SCOPE]}):

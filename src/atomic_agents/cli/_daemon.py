@@ -1,19 +1,22 @@
 """`atomic-agents daemon start|stop|status`: one warm store and model per database, behind a Unix socket.
 
-While a daemon runs for a database, ``memory`` commands for it go through it (the lean
-client, ``atomic_agents/_daemon_client.py``, called by :func:`atomic_agents.cli.main`
-before typer is imported). The daemon runs the very same typer app in-process with the
+While a daemon runs for a database, ``memory`` commands, ``context`` and ``vault search``
+for it go through it (the lean client, ``atomic_agents/_daemon_client.py``, called by
+:func:`atomic_agents.cli.main` before typer is imported). The daemon runs the very same typer app in-process with the
 client's argv, working folder, environment, umask and stdin, stdout/stderr captured, so
 its answers are the in-process ones byte for byte; :func:`served_store` hands the
-memory commands its open store (``cli/_memory.py``'s ``_store``) when the command
-targets the daemon's database with the daemon's embedder, else they open their own.
+memory commands its open store (``cli/_memory.py``'s ``_store``; :func:`command_store`
+for ``context`` and ``vault search``) when the command targets the daemon's database
+with the daemon's embedder, else they open their own. A context also finds the
+process's vault state warm: the tokenizer, the token-count cache and, from the second
+look, the notes folder's inotify watch (``vault/_watch.py``).
 The store pulls other processes' writes by ``rev`` before each search, so the warm
 store stays correct while others write.
 
 Security: the socket lives in a folder of mode 0700 (``$XDG_RUNTIME_DIR/atomic-agents``,
 else ``/tmp/atomic-agents-<uid>``), has mode 0600, and the daemon refuses a peer of
 another uid (``SO_PEERCRED``); the client refuses a socket or folder it does not own.
-The daemon runs ``memory`` commands only. One daemon per database: it holds an
+The daemon runs the routed commands only (``_daemon_client.resolve_db``). One daemon per database: it holds an
 ``flock`` on ``<hash>.lock`` for its whole life; a socket nobody listens on while the
 lock is free is stale and removed. Requests are served one at a time (the store and
 the app are not shared between threads). It exits after ``--idle-timeout`` seconds
@@ -42,7 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = ["app", "command_store", "served_store"]
 
-app = typer.Typer(help="A warm memory store per database: memory commands answer without loading the model.",
+app = typer.Typer(help="A warm memory store per database: memory commands, context and vault search answer "
+                       "without loading the model.",
                   no_args_is_help=True)
 
 DEFAULT_IDLE = 900.0
