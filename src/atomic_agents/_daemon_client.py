@@ -55,10 +55,11 @@ _FLAGS = frozenset({"--json", "--no-expiry", "--expired-only", "--confirm", "--h
 #: The location options each group takes before its command (``context`` is no group).
 _GROUP_OPTS = {"memory": ("--agents-root", "--db"), "vault": ("--agents-root",)}
 #: Environment read once at import time by typer/rich: the daemon serves a client only if these match its own.
-#: ``ATOMIC_AGENTS_TOKENIZER``: the context's token counter is chosen once per process.
+#: Ours read once per process too: the context's token counter (``ATOMIC_AGENTS_TOKENIZER``) and the
+#: store's ANN tier (``ATOMIC_AGENTS_ANN_THRESHOLD``, read when the daemon opened its store).
 PINNED_ENV = ("TERMINAL_WIDTH", "_TYPER_FORCE_DISABLE_TERMINAL", "GITHUB_ACTIONS", "FORCE_COLOR", "PY_COLORS",
               "TYPER_USE_RICH", "TYPER_STANDARD_TRACEBACK", "_TYPER_STANDARD_TRACEBACK", "PYTHONHASHSEED",
-              "ATOMIC_AGENTS_TOKENIZER")  # fmt: skip
+              "ATOMIC_AGENTS_TOKENIZER", "ATOMIC_AGENTS_ANN_THRESHOLD")  # fmt: skip
 CONNECT_TIMEOUT = 2.0
 REPLY_TIMEOUT = 300.0
 _MAX_FRAME = 1 << 31

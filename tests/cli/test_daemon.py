@@ -514,7 +514,7 @@ def test_hand_edits_and_other_writers_are_in_the_daemons_next_context(env: Env) 
     assert "Debt avalanche" in env.cli("vault", "search", "finance", "debt avalanche")[1].decode()
 
 
-def test_another_tokenizer_setting_runs_in_process(env: Env) -> None:
+def test_settings_read_once_per_process_must_match_the_daemons(env: Env) -> None:
     _vault(env)
     env.start()
     wordpiece = {"ATOMIC_AGENTS_TOKENIZER": "wordpiece"}
@@ -523,7 +523,11 @@ def test_another_tokenizer_setting_runs_in_process(env: Env) -> None:
     assert "WordPiece" in json.loads(out)["tokenizer"]
     assert (code, out, err) == env.cli("context", "finance", "--format", "json",
                                        env={**wordpiece, "ATOMIC_AGENTS_DAEMON": "off"})
-    assert env.requests() == 0  # the daemon counts with the tokenizer it chose at start: not asked
+    ann = {"ATOMIC_AGENTS_ANN_THRESHOLD": "1"}  # the daemon's store chose its tier when it opened
+    assert env.cli("vault", "search", "finance", "debt", env=ann) == env.cli(
+        "vault", "search", "finance", "debt", env={**ann, "ATOMIC_AGENTS_DAEMON": "off"})
+    assert env.requests() == 0  # neither was sent to the daemon
+    assert env.cli("context", "finance")[0] == 0 and env.requests() == 1  # the daemon's own settings: served
 
 
 class _DyingDaemon:
