@@ -262,7 +262,6 @@ def test_the_vault_package_still_exports_every_name() -> None:
 
 def test_commands_answered_by_the_daemon_import_neither_typer_nor_the_vault(tmp_path: Path, vault_root: Path) -> None:
     """The lean client (``_daemon_client.py``) answers memory commands, ``context`` and ``vault search`` with the stdlib."""
-    import shutil
     import tempfile
 
     runtime = tempfile.mkdtemp(prefix="aa-", dir="/tmp")  # short: a Unix socket path has ~100 bytes
