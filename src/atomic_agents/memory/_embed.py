@@ -136,6 +136,15 @@ class HashingEmbedder(BaseEmbedder):
             return np.empty((0, self.dimension), dtype=np.float32)
         return _normalise(np.stack([self._vector(t) for t in texts]))
 
+    def token_vectors(self, texts: Sequence[str]) -> list[tuple[list[str], np.ndarray]]:
+        """Each text's words (lower-cased) and one unit vector per word (the opt-in re-ranker's input)."""
+        out = []
+        for t in texts:
+            words = [w.lower() for w in _WORD.findall(t)]
+            vecs = _normalise(np.stack([self._vector(w) for w in words])) if words else np.empty((0, self.dimension), np.float32)
+            out.append((words, vecs))
+        return out
+
 
 # -- the default model ------------------------------------------------------------------
 
@@ -301,15 +310,19 @@ class MiniLMEmbedder(BaseEmbedder):
                 self._bulk_session = self._new_session(self._model, bulk=True)
             return self._bulk_session
 
-    def _run(self, texts: list[str], session: Any = None) -> np.ndarray:
-        session = session if session is not None else self._session
+    def _hidden(self, texts: list[str], session: Any) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+        """The model's last hidden states ``(batch, tokens, dim)``, the attention mask and the encodings."""
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if self._wants_type_ids:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = session.run(None, feeds)[0]
+        return session.run(None, feeds)[0], mask, encodings
+
+    def _run(self, texts: list[str], session: Any = None) -> np.ndarray:
+        session = session if session is not None else self._session
+        hidden, mask, _ = self._hidden(texts, session)
         # Mean pooling over real tokens then L2: sentence-transformers' recipe for this model.
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
@@ -324,6 +337,25 @@ class MiniLMEmbedder(BaseEmbedder):
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]
             out[idx] = self._run([texts[i] for i in idx], session)
+        return out
+
+
+    def token_vectors(self, texts: Sequence[str]) -> list[tuple[list[str], np.ndarray]]:
+        """Each text's WordPiece tokens and their unit hidden-state vectors, ``[CLS]``/``[SEP]`` dropped.
+
+        The opt-in re-ranker's input (``_rerank``): one model run, on the session
+        :meth:`embed_batch` would pick for this many texts, in length-sorted batches.
+        """
+        texts = list(texts)
+        session = self._load(bulk=len(texts) >= self.bulk_from)
+        out: list[tuple[list[str], np.ndarray]] = [([], np.empty((0, self.dimension), np.float32))] * len(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            hidden, mask, encodings = self._hidden([texts[i] for i in idx], session)
+            for row, i in enumerate(idx):
+                n = int(mask[row].sum())
+                out[i] = (list(encodings[row].tokens[1 : n - 1]), _normalise(hidden[row, 1 : n - 1]))
         return out
 
 

@@ -292,7 +292,8 @@ class InMemoryMemoryStore:
         return self.search_semantic(query, scope, filters, limit)
 
     def search_hybrid(
-        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
+        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5,
+        *, rerank: bool = False,
     ) -> list[Hit]:
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         pool = self._live(sc, flt)
@@ -304,12 +305,15 @@ class InMemoryMemoryStore:
         by_kw = sorted((m for m in pool if m.id in ev), key=lambda m: -ev[m.id])[:depth]
         seq = {m.id: i for i, m in enumerate(pool)}
         cands = {seq[m.id]: m for m in [*by_cos, *by_kw]}
-        fused = fuse_pool(
-            {k: cos[m.id] for k, m in cands.items() if m.id in cos},
-            {k: ev[m.id] for k, m in cands.items() if m.id in ev},
-            calibration_for(self.embedder),
-            {k: coverage[m.id] for k, m in cands.items() if m.id in coverage},
-        )
+        pool_cos = {k: cos[m.id] for k, m in cands.items() if m.id in cos}
+        pool_ev = {k: ev[m.id] for k, m in cands.items() if m.id in ev}
+        pool_cov = {k: coverage[m.id] for k, m in cands.items() if m.id in coverage}
+        fused = [(s, k) for s, k in fuse_pool(pool_cos, pool_ev, calibration_for(self.embedder), pool_cov) if s > 0.0]
+        if rerank:  # the opt-in stage (memory/_rerank.py), as on SQLite
+            from ._rerank import RERANK_DEPTH, rerank as _rerank
+
+            head = fused[: max(lim, RERANK_DEPTH)]
+            fused = _rerank(q, head, pool_cos, pool_ev, {k: cands[k].content for _, k in head}, self.embedder)
         return [Hit(cands[k], s) for s, k in fused if s > 0.0][:lim]  # no signal is not a hit
 
     def list_memories(

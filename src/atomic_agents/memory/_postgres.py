@@ -512,7 +512,8 @@ class PostgresMemoryStore(PostgresLeases):
         return self.search_semantic(query, scope, filters, limit)
 
     def search_hybrid(
-        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
+        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5,
+        *, rerank: bool = False,
     ) -> list[Hit]:
         """Both rankers' top candidates, each scored on both signals, fused as on SQLite (:func:`fuse_pool`)."""
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
@@ -533,7 +534,12 @@ class PostgresMemoryStore(PostgresLeases):
             ):
                 cos[k] = _cosine(d)
         kw, coverage = self._keyword_signals(q, mems)  # every candidate on one footing (one average length)
-        fused = fuse_pool(cos, kw, calibration_for(self.embedder), coverage)
+        fused = [(s, k) for s, k in fuse_pool(cos, kw, calibration_for(self.embedder), coverage) if s > 0.0]
+        if rerank:  # the opt-in stage (memory/_rerank.py), as on SQLite
+            from ._rerank import RERANK_DEPTH, rerank as _rerank
+
+            head = fused[: max(lim, RERANK_DEPTH)]
+            fused = _rerank(q, head, cos, kw, {k: mems[k].content for _, k in head}, self.embedder)
         return [Hit(mems[k], s) for s, k in fused if s > 0.0][:lim]  # no signal at all is not a hit
 
     def list_memories(

@@ -485,7 +485,8 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         return self.search_semantic(query, scope, filters, limit)
 
     def search_hybrid(
-        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
+        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5,
+        *, rerank: bool = False,
     ) -> list[Hit]:
         """Both rankers' top candidates, each scored on both signals, fused by the shared calibration.
 
@@ -504,8 +505,17 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         if matches:
             kw.update((k, keyword_evidence(-matches[k], found_kw.mass)) for k in cos if k not in kw and k in matches)
         cal = calibration_for(self.embedder)
-        top = [(s, k) for s, k in fuse_pool(cos, kw, cal, found_kw.coverage(kw)) if s > 0.0][:lim]
-        mems = self._fetch([k for _, k in top])
+        fused = [(s, k) for s, k in fuse_pool(cos, kw, cal, found_kw.coverage(kw)) if s > 0.0]
+        if not rerank:
+            top = fused[:lim]
+            mems = self._fetch([k for _, k in top])
+        else:  # the opt-in stage re-reads the top candidates (memory/_rerank.py)
+            from ._rerank import RERANK_DEPTH, rerank as _rerank
+
+            head = fused[: max(lim, RERANK_DEPTH)]
+            mems = self._fetch([k for _, k in head])
+            texts = {k: m.content for k, m in mems.items()}
+            top = [(s, k) for s, k in _rerank(q, head, cos, kw, texts, self.embedder) if s > 0.0][:lim]
         return [Hit(mems[k], s) for s, k in top if k in mems]
 
     def list_memories(

@@ -109,8 +109,10 @@ class MemoryStore(Protocol):
         self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
     ) -> list[Hit]: ...
 
+    # ``rerank``: the opt-in late-interaction stage over the top candidates (``_rerank``).
     def search_hybrid(
-        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5
+        self, query: str, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 5,
+        *, rerank: bool = False,
     ) -> list[Hit]: ...
 
     def list_memories(

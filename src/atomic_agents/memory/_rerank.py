@@ -1,0 +1,152 @@
+"""The opt-in re-ranking stage of ``search_hybrid(..., rerank=True)``: late interaction over token states.
+
+No PyPI package ships a cross-encoder's weights inside its wheel (flashrank, swiftrank,
+fastembed and the rest fetch them from a model hub at run time; see ``bench/_mem_quality.py``),
+so this stage uses what the store already has: the bundled embedding model's
+*token* states. Each candidate is read once more by the model, and every content token
+of the query looks for its best match among the memory's tokens (``maxsim``, as in
+late-interaction retrievers):
+
+- ``m`` (mean): the mean over the query's content tokens of their best cosine in the memory,
+- ``n`` (min): the weakest of them: the part of the question the memory says nothing about.
+
+A memory *about the same person or topic* matches the query's names but not what it
+asks ("What is Maya's favourite film?" against a note on Maya's skiing): its pooled
+cosine is high, its ``m`` and ``n`` are not. A memory that *answers* matches both.
+
+The stage re-scores the hybrid list's top :data:`RERANK_DEPTH` candidates:
+
+- score: ``sigma(r_c c + r_e e + r_k k + r_m m + r_n n + r_b)`` (``c, e, k`` as in
+  ``_scoring``), fitted like the hybrid map: on the dev split's top-1 hits, right against
+  an unanswerable query's, the intercept placed where the larger shortfall from ATP's
+  targets (>= 90% kept, <= 10% admitted at 0.45) is smallest;
+- order: the hybrid top-1 stays first (moving it traded the floor away on dev); ranks
+  2..N are re-ordered by ``o_c c + o_e e + o_k k + o_m m + o_n n`` (a pairwise ranker fitted
+  on the dev pools). Scores are capped down the list, so they never rise; candidates past
+  the depth keep their hybrid order under the last cap.
+
+Constants are fitted for the default model (``bench/bench_memory.py --section quality
+--split dev --fit``); an embedder without fitted constants gets the same ones (the test
+fake's word vectors make ``m`` a word-coverage share). An embedder without
+``token_vectors`` cannot re-rank: a typed error says so.
+
+Cost: one model pass over the candidates (and one over the query), on the session the
+embedder picks for that many texts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ..exceptions import ValidationError
+from ._scoring import _STOPWORDS
+
+__all__ = ["DEFAULT_RERANK", "RERANK_DEPTH", "RerankCalibration", "maxsim", "rerank", "rerank_calibration_for"]
+
+K = TypeVar("K")
+
+#: Candidates of the hybrid list the stage reads again (the top of the list).
+RERANK_DEPTH = 20
+_CONTENT = re.compile(r"\w", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class RerankCalibration:
+    """Score map ``sigma(s . (c, e, k, m, n) + b)`` and order direction ``o . (c, e, k, m, n)``."""
+
+    score: tuple[float, float, float, float, float]
+    bias: float
+    order: tuple[float, float, float, float, float]
+
+
+#: Fitted on the dev split of bench/data/recall_eval for all-MiniLM-L6-v2 (int8).
+DEFAULT_RERANK = RerankCalibration(
+    score=(-0.165, -0.295, -5.407, 16.168, 2.617), bias=-6.761,
+    order=(10.150, 11.319, -8.553, 21.562, 3.151),
+)  # fmt: skip
+_FITTED = {"all-MiniLM-L6-v2-onnx-int8": DEFAULT_RERANK}
+
+
+def rerank_calibration_for(embedder: object) -> RerankCalibration:
+    return _FITTED.get(str(getattr(embedder, "model_id", "")), DEFAULT_RERANK)
+
+
+def _sigma(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+def _token_vectors(embedder: Any, texts: Sequence[str]) -> list[tuple[list[str], np.ndarray]]:
+    fn = getattr(embedder, "token_vectors", None)
+    if fn is None:
+        raise ValidationError(
+            f"re-ranking needs an embedder with token vectors (the default model); {getattr(embedder, 'model_id', embedder)!r} has none",
+            field="rerank", rule="embedder",
+        )  # fmt: skip
+    return list(fn(texts))
+
+
+def _query_side(tokens: list[str], vecs: np.ndarray) -> np.ndarray:
+    """The query's content tokens: words (not sub-word pieces, not punctuation) that are not stopwords."""
+    keep = [i for i, t in enumerate(tokens) if _CONTENT.match(t) and t.lower() not in _STOPWORDS]
+    return vecs[keep] if keep else vecs
+
+
+def maxsim(query: np.ndarray, memory: np.ndarray) -> tuple[float, float]:
+    """``(mean, min)`` over query token vectors of their best cosine among the memory's (0, 0 if either is empty)."""
+    if len(query) == 0 or len(memory) == 0:
+        return 0.0, 0.0
+    best = (query @ memory.T).max(axis=1)
+    return float(best.mean()), float(best.min())
+
+
+def signals(embedder: Any, query: str, texts: Sequence[str]) -> list[tuple[float, float]]:
+    """``(m, n)`` of each text against the query (one model pass for the query, one for the texts)."""
+    ((q_tokens, q_vecs),) = _token_vectors(embedder, [query])
+    mems = _token_vectors(embedder, texts) if texts else []
+    q = _query_side(q_tokens, q_vecs)
+    return [maxsim(q, vecs) for _, vecs in mems]
+
+
+def rerank(
+    query: str,
+    fused: Sequence[tuple[float, K]],
+    cosines: Mapping[K, float],
+    evidence: Mapping[K, float],
+    texts: Mapping[K, str],
+    embedder: Any,
+    depth: int = RERANK_DEPTH,
+) -> list[tuple[float, K]]:
+    """``fused`` (the hybrid list, best first) with its top ``depth`` re-scored and re-ordered (module docstring).
+
+    ``texts`` must hold the content of the top ``depth`` keys.
+    """
+    if not fused:
+        return []
+    cal = rerank_calibration_for(embedder)
+    head = [k for _, k in fused[:depth]]
+    best = max(evidence.values(), default=0.0)
+    ms = signals(embedder, query, [texts.get(k, "") for k in head])
+    rows = []
+    for k, (m, n) in zip(head, ms, strict=True):
+        c = min(max(float(cosines.get(k, 0.0)), -1.0), 1.0)
+        e = min(max(float(evidence.get(k, 0.0)), 0.0), 1.0)
+        rel = e / best if best > 0.0 else 0.0
+        f = (c, e, rel, m, n)
+        score = _sigma(sum(w * x for w, x in zip(cal.score, f, strict=True)) + cal.bias)
+        rows.append((sum(w * x for w, x in zip(cal.order, f, strict=True)), k, score))
+    first, rest = rows[0], sorted(rows[1:], key=lambda r: -r[0])  # stable: ties keep the hybrid order
+    out: list[tuple[float, K]] = []
+    cap = 1.0
+    for _, k, score in [first, *rest]:
+        cap = min(cap, score)
+        out.append((cap, k))
+    for score, k in fused[depth:]:
+        cap = min(cap, score)
+        out.append((cap, k))
+    return out
