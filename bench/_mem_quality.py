@@ -13,6 +13,15 @@ and min-max-normalised cosine (weight tuned on dev). The floor columns: share of
 queries whose top-1 is right that keep a top-1 score >= 0.45, and share of
 irrelevant queries whose top-1 scores >= 0.45 (targets >= 90% and <= 10%).
 
+The opt-in re-rank stage (``search_hybrid(..., rerank=True)``, ``memory/_rerank.py``) gets
+its own rows: the same pools, its top ``RERANK_DEPTH`` re-read with the model's token states,
+and its latency per query against plain hybrid, interleaved in the same run. Why it is not a
+cross-encoder: no PyPI package ships one inside its wheel (examined: flashrank, swiftrank,
+rerankers, fastembed-style loaders, small-hybrid-reranker, gatrag-context-classifier,
+convmemory, rerankgate, coremem, knowledge-rag, markdown-memory, lynx-mcp, sift-rag,
+litesearch, watson-lite, tinyintent, edgejev, kjarni, libembedding-ng: all fetch weights
+from a hub at run time or ship none).
+
 ``--fit`` (dev split only) fits the calibration of ``memory/_scoring.py``: a pairwise
 logistic ranker over the dev pools (relevant above not) gives the hybrid weights of
 (cosine, evidence, relative evidence, squared keyword coverage), then
@@ -350,6 +359,96 @@ def feature_experiment(dev: list[tuple[int, dict[str, float], bool, bool]], test
               f"| {np.mean(zd[rd] >= cut):.1%} / {np.mean(zd[~rd] >= cut):.1%} |")  # fmt: skip
 
 
+# -- the opt-in re-rank stage (memory/_rerank.py) -------------------------------------------
+
+
+def rerank_rows(emb: Any, query: str, p: dict[int, dict[str, float]], cal: scoring.Calibration,
+                text: dict[int, str]) -> tuple[list[tuple[float, int]], list[int], np.ndarray]:  # fmt: skip
+    """The hybrid list, its top ``RERANK_DEPTH`` keys and their features ``(c, e, k, m, n)``."""
+    from atomic_agents.memory import _rerank
+
+    fused = rank_hybrid(p, cal)
+    head = [k for _, k in fused[: _rerank.RERANK_DEPTH]]
+    ms = _rerank.signals(emb, query, [text[k] for k in head]) if head else []
+    best = max((d["ev"] for d in p.values()), default=0.0)
+    feats = [[p[k]["cos"], p[k]["ev"], p[k]["ev"] / best if best > 0 else 0.0, m, n] for k, (m, n) in zip(head, ms, strict=True)]
+    return fused, head, np.asarray(feats).reshape(len(head), 5)
+
+
+def rank_rerank(emb: Any, query: str, p: dict[int, dict[str, float]], cal: scoring.Calibration, text: dict[int, str],
+                rcal: Any = None, depth: int | None = None) -> list[tuple[float, int]]:  # fmt: skip
+    """The re-rank stage over a pool, exactly as ``search_hybrid(..., rerank=True)`` runs it (``rcal``: other constants)."""
+    from atomic_agents.memory import _rerank
+
+    depth = _rerank.RERANK_DEPTH if depth is None else depth
+    fused = [(s, k) for s, k in rank_hybrid(p, cal) if s > 0.0]
+    saved = dict(_rerank._FITTED)
+    if rcal is not None:
+        _rerank._FITTED[emb.model_id] = rcal
+    try:
+        return _rerank.rerank(query, fused, {k: d["cos"] for k, d in p.items()}, {k: d["ev"] for k, d in p.items()}, text, emb, depth)
+    finally:
+        _rerank._FITTED.clear()
+        _rerank._FITTED.update(saved)
+
+
+def fit_rerank(rows: list[tuple[list[tuple[float, int]], list[int], np.ndarray]], wants: list[set[int]]) -> Any:
+    """Dev fit of the re-rank constants: a pairwise ranker over the top-N features (order of ranks 2..N) and
+    a logistic P(right) on the hybrid top-1 hits, right against an unanswerable query's (the score),
+    its intercept moved as the hybrid map's is (:func:`fit`)."""
+    from atomic_agents.memory import _rerank
+
+    pairs = []
+    for (_, head, F), want in zip(rows, wants, strict=True):
+        pos = [F[i] for i, k in enumerate(head) if k in want]
+        neg = [F[i] for i, k in enumerate(head) if k not in want]
+        pairs += [a - b for a in pos for b in neg]
+    order = _pairwise(np.asarray(pairs))
+    x, y = [], []
+    for (_, head, F), want in zip(rows, wants, strict=True):
+        if head and (head[0] in want or not want):
+            x.append(F[0])
+            y.append(float(head[0] in want))
+    xa, ya = np.asarray(x), np.asarray(y)
+    v = _logistic(xa, ya)
+    z = xa @ v[:-1]
+    best_cut = min(np.unique(z), key=lambda t: max(0.90 - np.mean(z[ya == 1] >= t), np.mean(z[ya == 0] >= t) - 0.10))
+    below = z[z < best_cut]
+    cut = (best_cut + below.max()) / 2 if len(below) else best_cut
+    rcal = _rerank.RerankCalibration(
+        score=tuple(round(float(w), 3) for w in v[:-1]), bias=round(math.log(FLOOR / (1 - FLOOR)) - cut, 3),  # type: ignore[arg-type]
+        order=tuple(round(float(w), 3) for w in order),  # type: ignore[arg-type]
+    )  # fmt: skip
+    print(f"re-rank constants (score over c, e, k, m, n; order): {rcal}")
+    return rcal
+
+
+def rerank_latency(store: SQLiteMemoryStore, queries: list[str], reps: int) -> list[tuple[str, str, str, str]]:
+    """p50 per query of ``search_hybrid`` with and without ``rerank`` (limit 5), interleaved, at depth 20, 10 and 1."""
+    from atomic_agents.memory import _rerank
+
+    saved = _rerank.RERANK_DEPTH
+    times: dict[str, list[float]] = {"plain": [], "rerank 20": [], "rerank 10": [], "rerank 1": []}
+    try:
+        for q in queries[:3]:
+            store.search_hybrid(q, SCOPE, limit=5, rerank=True)
+        for i in range(reps):
+            q = queries[i % len(queries)]
+            for name in times:
+                _rerank.RERANK_DEPTH = int(name.split()[-1]) if name != "plain" else saved
+                t0 = time.perf_counter()
+                store.search_hybrid(q, SCOPE, limit=5, rerank=name != "plain")
+                times[name].append((time.perf_counter() - t0) * 1000)
+    finally:
+        _rerank.RERANK_DEPTH = saved
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return [
+        (f"search_hybrid + rerank, {n} candidates, p50 per query (ms)", f"{med[f'rerank {n}']:.1f}",
+         f"{med['plain']:.1f} plain hybrid (+{med[f'rerank {n}'] - med['plain']:.1f} ms)", "report; lead decides (<= 30 ms for 20 candidates)")
+        for n in (20, 10, 1)
+    ]  # fmt: skip
+
+
 # -- keyword rank-first latency -------------------------------------------------------------
 
 
@@ -440,6 +539,7 @@ def run(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--fit", action="store_true", help="fit the calibration on the dev split and print it")
     ap.add_argument("--latency", type=int, default=0, help="also time keyword rank-first and search_hybrid at this many rows")
     ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--rerank-reps", type=int, default=60, help="queries timed for the re-rank latency rows")
     args = ap.parse_args(list(argv) if argv is not None else None)
     if args.fit and args.split != "dev":
         ap.error("--fit uses the dev split only: add --split dev")
@@ -467,6 +567,10 @@ def run(argv: Sequence[str] | None = None) -> None:
         dev_alpha = BLEND_ALPHA
         if args.split == "dev" or args.fit:
             dev_alpha = max((a / 20 for a in range(21)), key=lambda a: metrics([make_blend(a)(p, cal) for p in pools], wants, kinds)["r5"])
+        rcal = None
+        if args.fit:
+            rcal = fit_rerank([rerank_rows(emb, q["query"], p, cal, text_of) for q, p in zip(queries, pools, strict=True)], wants)
+        rerank_lists = [rank_rerank(emb, q["query"], p, cal, text_of, rcal) for q, p in zip(queries, pools, strict=True)]
         rankers = {
             "keyword (search)": rank_keyword,
             "semantic (recall)": rank_semantic,
@@ -476,11 +580,17 @@ def run(argv: Sequence[str] | None = None) -> None:
             f"convex blend, alpha={dev_alpha:.2f} (baseline)": make_blend(dev_alpha),
         }
         results = {name: metrics([f(p, cal) for p in pools], wants, kinds, sources) for name, f in rankers.items()}
+        results["hybrid + rerank (opt-in, top 20 re-read)"] = metrics(rerank_lists, wants, kinds, sources)
+        results["hybrid + rerank of the top-1 only (score, same order)"] = metrics(
+            [rank_rerank(emb, q["query"], p, cal, text_of, rcal, 1) for q, p in zip(queries, pools, strict=True)], wants, kinds, sources)  # fmt: skip
         if not args.fit:  # the pools mirror the store: check the public calls agree with them
-            for q, p in list(zip(queries, pools, strict=True))[:20]:
+            for q, p, rl in list(zip(queries, pools, rerank_lists, strict=True))[:20]:
                 api = [store._read("SELECT seq FROM memories WHERE id = ?", [h.id])[0][0] for h in store.search_hybrid(q["query"], SCOPE, limit=10)]
                 mine = [k for _, k in rank_hybrid(p, cal)[:10]]
                 assert api == mine, (q["query"], api, mine)
+                got = store.search_hybrid(q["query"], SCOPE, limit=10, rerank=True)
+                api_r = [(store._read("SELECT seq FROM memories WHERE id = ?", [h.id])[0][0], round(h.score, 9)) for h in got]
+                assert api_r == [(k, round(sc, 9)) for sc, k in rl[:10]], (q["query"], api_r, rl[:10])
         print("| ranker | recall@5 | recall@10 | MRR | top-1 right kept at 0.45 | irrelevant admitted at 0.45 "
               "| best threshold: kept at <= 10% admitted | best threshold: admitted at >= 90% kept |")  # fmt: skip
         print("|---|---|---|---|---|---|---|---|")
@@ -515,6 +625,10 @@ def run(argv: Sequence[str] | None = None) -> None:
 
             dev_pools = [pool_of(store, q["query"]) for q in dev_q]
             feature_experiment(rows(dev_q, dev_wants, dev_pools), rows(queries, wants, pools))
+        print(f"\nre-rank latency (load {open('/proc/loadavg').read().split()[0]}), interleaved, limit 5:\n")
+        print("| metric | atomic-agents | baseline (same run) | target |\n|---|---|---|---|")
+        for row in rerank_latency(store, [q["query"] for q in queries], args.rerank_reps):
+            print("| " + " | ".join(row) + " |", flush=True)
         store.close()
         if args.latency:
             print("\n| metric | atomic-agents | baseline (same run) | target |\n|---|---|---|---|")

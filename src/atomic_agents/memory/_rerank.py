@@ -30,8 +30,8 @@ Constants are fitted for the default model (``bench/bench_memory.py --section qu
 fake's word vectors make ``m`` a word-coverage share). An embedder without
 ``token_vectors`` cannot re-rank: a typed error says so.
 
-Cost: one model pass over the candidates (and one over the query), on the session the
-embedder picks for that many texts.
+Cost: one model pass over the query and the candidates, on the session the embedder
+picks for that many texts (``bench/_mem_quality.py`` times it against plain hybrid).
 """
 
 from __future__ import annotations
@@ -106,9 +106,8 @@ def maxsim(query: np.ndarray, memory: np.ndarray) -> tuple[float, float]:
 
 
 def signals(embedder: Any, query: str, texts: Sequence[str]) -> list[tuple[float, float]]:
-    """``(m, n)`` of each text against the query (one model pass for the query, one for the texts)."""
-    ((q_tokens, q_vecs),) = _token_vectors(embedder, [query])
-    mems = _token_vectors(embedder, texts) if texts else []
+    """``(m, n)`` of each text against the query (one model pass over the query and the texts together)."""
+    (q_tokens, q_vecs), *mems = _token_vectors(embedder, [query, *texts])
     q = _query_side(q_tokens, q_vecs)
     return [maxsim(q, vecs) for _, vecs in mems]
 
