@@ -343,15 +343,16 @@ class MiniLMEmbedder(BaseEmbedder):
     def token_vectors(self, texts: Sequence[str]) -> list[tuple[list[str], np.ndarray]]:
         """Each text's WordPiece tokens and their unit hidden-state vectors, ``[CLS]``/``[SEP]`` dropped.
 
-        The opt-in re-ranker's input (``_rerank``): one model run, on the session
-        :meth:`embed_batch` would pick for this many texts, in length-sorted batches.
+        The opt-in re-ranker's input (``_rerank``), on the session :meth:`embed_batch` would
+        pick for this many texts, in length-sorted batches of 8 (for ~20 short texts, 8 took
+        less CPU than one batch of 32 in our measurements).
         """
         texts = list(texts)
         session = self._load(bulk=len(texts) >= self.bulk_from)
         out: list[tuple[list[str], np.ndarray]] = [([], np.empty((0, self.dimension), np.float32))] * len(texts)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
+        for start in range(0, len(order), 8):
+            idx = order[start : start + 8]
             hidden, mask, encodings = self._hidden([texts[i] for i in idx], session)
             for row, i in enumerate(idx):
                 n = int(mask[row].sum())
