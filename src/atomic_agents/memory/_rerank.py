@@ -47,7 +47,7 @@ import numpy as np
 from ..exceptions import ValidationError
 from ._scoring import _STOPWORDS
 
-__all__ = ["DEFAULT_RERANK", "RERANK_DEPTH", "RerankCalibration", "maxsim", "rerank", "rerank_calibration_for"]
+__all__ = ["DEFAULT_RERANK", "RERANK_DEPTH", "RerankCalibration", "maxsim", "rerank", "rerank_calibration_for", "signals"]
 
 K = TypeVar("K")
 
@@ -74,6 +74,7 @@ _FITTED = {"all-MiniLM-L6-v2-onnx-int8": DEFAULT_RERANK}
 
 
 def rerank_calibration_for(embedder: object) -> RerankCalibration:
+    """The stage's constants for an embedder (by ``model_id``; the default model's when none were fitted)."""
     return _FITTED.get(str(getattr(embedder, "model_id", "")), DEFAULT_RERANK)
 
 
