@@ -120,14 +120,15 @@ def rerank(
     evidence: Mapping[K, float],
     texts: Mapping[K, str],
     embedder: Any,
-    depth: int = RERANK_DEPTH,
+    depth: int | None = None,
 ) -> list[tuple[float, K]]:
     """``fused`` (the hybrid list, best first) with its top ``depth`` re-scored and re-ordered (module docstring).
 
-    ``texts`` must hold the content of the top ``depth`` keys.
+    ``texts`` must hold the content of the top ``depth`` keys (default :data:`RERANK_DEPTH`, read per call).
     """
     if not fused:
         return []
+    depth = RERANK_DEPTH if depth is None else depth
     cal = rerank_calibration_for(embedder)
     head = [k for _, k in fused[:depth]]
     best = max(evidence.values(), default=0.0)
