@@ -292,7 +292,7 @@ def search_hybrid(
     limit: Limit = 5,
     org_id: OrgId = None,
     workspace_id: WorkspaceId = None,
-    rerank: Annotated[bool, typer.Option("--rerank", help="Re-read the top 20 candidates with the model's token states: better order and scores, ~10x the time.")] = False,
+    rerank: Annotated[bool, typer.Option("--rerank", help="Re-read the top 20 candidates with the model's token states: better order and scores, for one more model pass over them.")] = False,
 ) -> None:
     """Semantic and keyword search fused; calibrated scores in [0, 1] (0.45 = relevant)."""
     from ..memory import Scope
