@@ -169,6 +169,7 @@ def _same(a: list, b: list) -> None:  # type: ignore[type-arg]
 def test_store_uses_the_graph_and_answers_like_exact_search(tmp_path: Path, data: tuple[np.ndarray, np.ndarray]) -> None:
     ann, exact = _stores(tmp_path / "m.db", data)
     _fill(ann, 80)
+    assert ann.build_ann()["status"] in ("built", "current")  # (current: the background job got there first)
     for c in range(0, 80, 3):  # each answer lies inside one cluster: the top-k is unambiguous
         q, sc = f"q{c}", _scope_of(c)
         _same(ann.recall(q, sc, 10), exact.recall(q, sc, 10))
@@ -189,7 +190,8 @@ def test_writes_edits_forgets_and_expiry_reach_the_graph(tmp_path: Path, data: t
     ann, exact = _stores(tmp_path / "m.db", data)
     ids = _fill(ann, 80)
     big = Scope("a", "u")
-    ann.recall("q0", big)  # builds the graph
+    ann.recall("q0", big)
+    ann.build_ann()
     assert ann._index is not None and ann._index.ann is not None
     # a new memory sitting exactly on query 1's centre comes first
     fresh = ann.remember("q1", None, big)
@@ -227,6 +229,7 @@ def test_a_missing_damaged_or_stale_sidecar_is_rebuilt(
     _fill(first, 80)
     big = Scope("a", "u")
     first.recall("q0", big)
+    first.build_ann()
     first.close()
     path = ann_path(db)
     assert path.exists()
@@ -253,6 +256,10 @@ def test_a_missing_damaged_or_stale_sidecar_is_rebuilt(
         writer.remember("q5", None, big)
         writer.close()
     second = _reopen(db, data)
+    for c in range(0, 80, 3):  # while the graph is rebuilt in the background: exact scans, same answers
+        _same(second.recall(f"q{c}", _scope_of(c), 10), exact.recall(f"q{c}", _scope_of(c), 10))
+    if second._builder is not None:
+        second._builder.join()
     for c in range(0, 80, 3):
         _same(second.recall(f"q{c}", _scope_of(c), 10), exact.recall(f"q{c}", _scope_of(c), 10))
     assert second._index is not None and second._index.ann is not None
@@ -272,6 +279,7 @@ def test_the_old_npz_snapshot_is_ignored_and_removed(tmp_path: Path, data: tuple
     _fill(ann, 80)
     legacy.write_bytes(b"PK\x03\x04 not really a zip")
     _same(ann.recall("q0", Scope("a", "u"), 10), exact.recall("q0", Scope("a", "u"), 10))
+    ann.build_ann()  # the graph job publishes the snapshot, and removes the old one
     assert not legacy.exists()
     ann.close()
     exact.close()
@@ -292,6 +300,7 @@ def test_a_reader_process_follows_a_writer_process(tmp_path: Path) -> None:
     seed.close()
     reader = SQLiteMemoryStore(db, embedder=HashingEmbedder(), ann_threshold=50)
     assert reader.recall(texts[7], scope, 1)[0].content == texts[7]
+    reader.build_ann()
     assert reader._index is not None and reader._index.ann is not None
     writer = textwrap.dedent(
         f"""
@@ -346,6 +355,7 @@ def test_the_model_still_loads_after_the_graph_was_opened(tmp_path: Path) -> Non
         s = SQLiteMemoryStore({str(tmp_path / "m.db")!r}, embedder=HashingEmbedder(), ann_threshold=10)
         s.remember_many([(f"note {{i}} about deploys", None) for i in range(30)], Scope("a", "u"))
         s.recall("deploys", Scope("a", "u"))
+        s.build_ann()
         assert s._index is not None and s._index.ann is not None
         print(embedder_from_name("minilm").embed_batch(["hello"]).shape)
         """
@@ -365,6 +375,7 @@ def test_a_process_with_the_tier_off_does_not_replace_the_graph_snapshot(
     ann, exact = _stores(db, data)
     _fill(ann, 80)
     ann.recall("q0", Scope("a", "u"))
+    ann.build_ann()
     ann.close()
     stamp = meta_path(db).stat().st_mtime_ns
     monkeypatch.setattr(cache, "MIN_ROWS", 1)

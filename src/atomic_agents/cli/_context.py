@@ -72,7 +72,7 @@ def context_command(
 def _open_store() -> Any:
     from ..memory import embedder_from_name, open_store
 
-    return open_store(db_path(), agents_root=agents_root(), embedder=embedder_from_name(embedder_name()))
+    return open_store(db_path(), agents_root=agents_root(), embedder=embedder_from_name(embedder_name()), ann_build="off")
 
 
 def register(app: typer.Typer) -> None:

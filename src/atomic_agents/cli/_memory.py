@@ -89,7 +89,7 @@ def _store(embeds: bool = False) -> Iterator[MemoryStore]:
     from ..memory import default_embedder, embedder_from_name, open_store
 
     embedder = embedder_from_name(embedder_name()) if embeds else default_embedder()
-    store = open_store(db_path(), agents_root=agents_root(), embedder=embedder, durable=durable())
+    store = open_store(db_path(), agents_root=agents_root(), embedder=embedder, durable=durable(), ann_build="off")
     try:
         yield store
     finally:
@@ -478,8 +478,43 @@ def import_(
 @shared("agents_root", "db", "json", "embedder", "durability", always_json=True)
 def reindex(
 ) -> None:
-    """Re-embed memories with the current embedder (after a model change). Shows progress on stderr."""
-    with _store(embeds=True) as store, _bar("reindexing") as progress:
-        n = store.reindex(progress=progress)
+    """Re-embed memories with the current embedder (after a model change), then rebuild the ANN graph. Progress on stderr."""
+    with _store(embeds=True) as store:
+        with _bar("reindexing") as progress:
+            n = store.reindex(progress=progress)
         model = store.embedder.model_id
-    emit({"status": "ok", "reindexed": n, "embedder": model}, True)
+        graph = _build_graph(store) if n else None  # new vectors: the old graph is stale
+    emit({"status": "ok", "reindexed": n, "embedder": model, **({"ann": graph} if graph else {})}, True)
+
+
+ann_app = typer.Typer(help="The approximate (ANN) search graph of a SQLite store.", no_args_is_help=True)
+app.add_typer(ann_app, name="ann")
+
+
+def _build_graph(store: MemoryStore) -> dict[str, Any] | None:
+    """Build (or bring up to date) the store's ANN graph in the foreground, with a progress bar; None if it has none."""
+    build = getattr(store, "build_ann", None)
+    if build is None:
+        return None
+    import time
+
+    t0 = time.perf_counter()
+    with _bar("building the search graph") as progress:
+        out: dict[str, Any] = build(progress=progress)
+    return {**out, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+@ann_app.command("build")
+@shared("agents_root", "db", "json", "embedder", always_json=True)
+def ann_build(
+) -> None:
+    """Build the ANN graph now (missing, stale, or rows written past it) and save it beside the database.
+
+    Until it exists, searches scan every vector (same answers, slower); long-lived
+    processes (the daemon, the MCP server) build it in the background themselves.
+    """
+    with _store(embeds=True) as store:
+        out = _build_graph(store)
+    if out is None:
+        raise ValidationError("only a SQLite store has an ANN graph (PostgreSQL searches exactly)", field="db", rule="backend")
+    emit({"status": "ok", **{("ann" if k == "status" else k): v for k, v in out.items()}}, True)

@@ -54,7 +54,7 @@ def _ledger(*, reading: bool = False) -> Iterator[Any]:
         if "://" not in str(where) and not Path(where).exists():  # a DSN names a server: nothing to check here
             raise NotFoundError(f"no memory store at {where}: nothing has been recorded there yet", path=where)
     # The model (ATOMIC_AGENTS_EMBEDDER picks another) loads only when a write or recall embeds.
-    store = open_store(db_path(), agents_root=agents_root(), embedder=default_embedder())
+    store = open_store(db_path(), agents_root=agents_root(), embedder=default_embedder(), ann_build="off")
     try:
         yield Ledger(store, ident)
     finally:

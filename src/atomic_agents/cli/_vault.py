@@ -94,7 +94,7 @@ def _store_configured() -> bool:
 def _open_store() -> Any:
     from ..memory import embedder_from_name, open_store
 
-    return open_store(db_path(), agents_root=agents_root(), embedder=embedder_from_name(embedder_name()))
+    return open_store(db_path(), agents_root=agents_root(), embedder=embedder_from_name(embedder_name()), ann_build="off")
 
 
 def _out(text: str) -> None:

@@ -15,6 +15,8 @@ which file it goes with, and any doubt about it means: rebuild from the rows.
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +27,7 @@ else:  # bound on first use (see _lazy): keyword search and listing never import
 
     np = lazy_module("numpy", globals(), "np")
 
-__all__ = ["ANN_THRESHOLD", "AnnIndex", "ann_threshold"]
+__all__ = ["ANN_THRESHOLD", "AnnIndex", "BuildCancelled", "ann_threshold"]
 
 #: Below this many live vectors exact search is already under a millisecond or two;
 #: above it the graph is built (once) and kept in step. Overridable per store or by
@@ -38,6 +40,23 @@ _EXPANSION_ADD = 128
 #: recall@10 0.965 at 160, 0.983 at 256, 0.993 at 400 for ~0.5 ms more).
 _EXPANSION_SEARCH = 400
 _SERIAL_HEAD = 20_000
+
+
+class BuildCancelled(Exception):
+    """A graph build stopped because its store is closing (nothing was published)."""
+
+
+def _progress_callback(report: Callable[[int, int], None] | None, cancel: threading.Event | None) -> Any:
+    """A usearch progress callback: reports ``(done, total)`` and returns False (stop) once ``cancel`` is set."""
+
+    def progress(done: int, total: int) -> bool:
+        if report is not None:
+            report(done, total)
+        return cancel is None or not cancel.is_set()
+
+    # usearch checks the callback's annotations by identity; this module's are strings (PEP 563)
+    progress.__annotations__ = {"done": int, "total": int, "return": bool}
+    return progress
 
 
 def ann_threshold(explicit: int | None = None) -> int | None:
@@ -84,18 +103,42 @@ class AnnIndex:
         self._view = view  # the file this is a read-only map of, or None when mutable
 
     @classmethod
-    def build(cls, keys: np.ndarray, vectors: np.ndarray) -> AnnIndex:
-        """A graph over ``vectors`` (batch insert, all cores)."""
+    def build(
+        cls,
+        keys: np.ndarray,
+        vectors: np.ndarray,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> AnnIndex:
+        """A graph over ``vectors`` (batch insert on every core).
+
+        ``progress(done, total)`` is called as rows go in; once ``cancel`` is set the
+        build stops within one progress step and raises :class:`BuildCancelled`.
+        """
         raw = _index(vectors.shape[1])
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        total = len(keys)
         # Concurrent inserts into a small graph leave parts of it unreachable (measured:
         # whole clusters missed at 1.5k rows); the first rows go in on one thread.
-        head = min(len(keys), _SERIAL_HEAD)
-        if head:
-            raw.add(keys[:head], np.ascontiguousarray(vectors[:head], dtype=np.float32), threads=1)
-        if len(keys) > head:
-            raw.add(keys[head:], np.ascontiguousarray(vectors[head:], dtype=np.float32), threads=0)
+        head = min(total, _SERIAL_HEAD)
+        steps = ((0, head, 1), (head, total, 0))  # (from, to, threads; 0 = every core)
+        try:
+            for lo, hi, threads in steps:
+                if hi > lo:
+                    cb = _progress_callback(None if progress is None else (lambda d, _t, lo=lo: progress(lo + d, total)), cancel)
+                    raw.add(keys[lo:hi], np.ascontiguousarray(vectors[lo:hi], dtype=np.float32), threads=threads, progress=cb)
+        except RuntimeError:
+            if cancel is not None and cancel.is_set():  # usearch: "Operation has been terminated"
+                raise BuildCancelled from None
+            raise
+        if cancel is not None and cancel.is_set():
+            raise BuildCancelled
         return cls(vectors.shape[1], raw)
+
+    def copy(self) -> AnnIndex:
+        """An in-memory copy that can take inserts while this one keeps answering searches."""
+        return AnnIndex(self.ndim, self._raw.copy())
 
     @classmethod
     def open(cls, path: Path, ndim: int, count: int) -> AnnIndex | None:

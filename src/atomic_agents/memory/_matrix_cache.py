@@ -23,8 +23,10 @@ SQLite file stays the only source of truth. An old ``<db>-vectors.npz`` is remov
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +40,7 @@ else:  # bound on first use (see _lazy): keyword search and listing never import
 from ._ann import AnnIndex
 from ._vectors import VectorIndex
 
-__all__ = ["MIN_ROWS", "ann_path", "load_snapshot", "meta_path", "save_snapshot", "snapshot_path"]
+__all__ = ["MIN_ROWS", "ann_path", "load_snapshot", "meta_path", "publish", "save_snapshot", "snapshot_path", "sweep_debris"]
 
 #: Below this many rows a full load from SQLite is already fast; no sidecar is written.
 MIN_ROWS = 5_000
@@ -75,17 +77,59 @@ def save_snapshot(db: Path, index: VectorIndex, *, model: str, epoch: str, rev: 
     if index.ann is None and _has_graph(db, model=model, epoch=epoch):
         return
     arrays = index.to_arrays()
-    tag = f"{os.getpid()}.tmp"
+    with contextlib.suppress(OSError):  # a cache that cannot be written is only a slower next start
+        publish(db, arrays, index.save_ann, dimension=index.dimension, model=model, epoch=epoch, rev=rev)
+
+
+_serial = itertools.count()
+
+
+def _tmp(path: Path) -> Path:
+    """``.<name>.<pid>-<n>.tmp`` beside ``path``: never a name a reader opens, and the writer's pid is in it."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{next(_serial)}.tmp")
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def publish(
+    db: Path,
+    arrays: Mapping[str, Any],
+    graph: Callable[[Path], bool] | None,
+    *,
+    dimension: int,
+    model: str,
+    epoch: str,
+    rev: int,
+    before_rename: Callable[[], bool] | None = None,
+) -> bool:
+    """Write the snapshot of ``arrays`` (and the graph ``graph(tmp_path)`` writes) and rename it into place.
+
+    Every file is written under a temporary name, fsynced, then renamed; the header
+    last, and it names the others by inode, size and mtime: a reader that sees a mix,
+    or the debris of a writer killed half-way (``.*.tmp`` files, swept by the next
+    writer), sees a mismatch and falls back to the rows. ``before_rename()`` returning
+    False abandons the write (the store moved on). True if the files were replaced.
+    """
+    sweep_debris(db)
     npy, meta, ann = snapshot_path(db), meta_path(db), ann_path(db)
-    tmps = [p.with_name(f".{p.name}.{tag}") for p in (npy, meta, ann)]
+    tmps = [_tmp(p) for p in (npy, meta, ann)]
     try:
         with open(tmps[0], "wb") as fh:
             np.save(fh, np.ascontiguousarray(arrays["vecs"], dtype=np.float32), allow_pickle=False)
+            fh.flush()
+            os.fsync(fh.fileno())
         header: dict[str, Any] = {
-            "model": model, "epoch": epoch, "rev": rev, "dimension": index.dimension,
+            "model": model, "epoch": epoch, "rev": rev, "dimension": dimension,
             "vectors": _stamp(tmps[0]), "ann": None,
         }  # fmt: skip
-        if index.save_ann(tmps[2]):
+        if graph is not None and graph(tmps[2]):
+            _fsync(tmps[2])
             header["ann"] = _stamp(tmps[2]) + [len(arrays["keys"])]
         with open(tmps[1], "wb") as fh:
             np.savez(
@@ -96,18 +140,53 @@ def save_snapshot(db: Path, index: VectorIndex, *, model: str, epoch: str, rev: 
                 expires=arrays["expires"],
                 scopes=np.array(arrays["scopes"].tolist(), dtype=str),
             )
+            fh.flush()
+            os.fsync(fh.fileno())
+        if before_rename is not None and not before_rename():
+            return False
         os.replace(tmps[0], npy)
         if header["ann"] is not None:
             os.replace(tmps[2], ann)
         os.replace(tmps[1], meta)  # the header last: until then readers see a mismatch, never a mix
         with contextlib.suppress(OSError):
+            _fsync(db.parent)
+        with contextlib.suppress(OSError):
             _legacy_path(db).unlink()
-    except OSError:
-        pass  # a cache that cannot be written is only a slower next start
+        return True
     finally:
         for tmp in tmps:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, another user's
+        return True
+    return True
+
+
+def sweep_debris(db: Path) -> int:
+    """Remove the temporary files of snapshot writers that died (killed mid-build); how many."""
+    gone = 0
+    try:
+        names = os.listdir(db.parent)
+    except OSError:
+        return 0
+    for path in (snapshot_path(db), meta_path(db), ann_path(db)):
+        head = f".{path.name}."
+        for name in names:
+            if not (name.startswith(head) and name.endswith(".tmp")):
+                continue
+            pid = name[len(head) : -len(".tmp")].split("-", 1)[0]
+            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    (db.parent / name).unlink()
+                    gone += 1
+    return gone
 
 
 def _has_graph(db: Path, *, model: str, epoch: str) -> bool:

@@ -45,7 +45,7 @@ from ._base import (
 from ._embed import Embedder, content_hash
 from ._leases import Fence, check_fence
 from ._sqlite_leases import SQLiteLeases, lease_row
-from ._sqlite_vectors import SQLiteVectorSync
+from ._sqlite_vectors import SQLiteVectorSync, ann_build_mode
 from ._ann import ann_threshold as _ann_threshold
 from . import _matrix_cache
 from ._matrix_cache import save_snapshot
@@ -76,6 +76,7 @@ from ._sqlite_schema import SCHEMA_VERSION, _with_retry, connect, ensure_schema,
 from ._sqlite_sql import _COLS, _LIVE, _SCOPE, _filtered_source, _needs_python_check
 from ._base import memory_from_row as _memory
 from ._store import UNSET, Progress
+from ._vectors import FOLD_AT as _FOLD_AT
 from ._vectors import VectorIndex
 
 __all__ = ["SQLiteMemoryStore"]
@@ -105,11 +106,16 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         embedder: Embedder,
         durable: bool = True,
         ann_threshold: int | None = None,
+        ann_build: str | None = None,
     ) -> None:
         self.path = Path(path)
         #: live vectors from which the ANN tier is used (``None``: never); default
         #: :data:`~atomic_agents.memory._ann.ANN_THRESHOLD` or ``ATOMIC_AGENTS_ANN_THRESHOLD``
         self.ann_threshold = _ann_threshold(ann_threshold)
+        #: ``background`` (default; ``ATOMIC_AGENTS_ANN_BUILD``): a missing or stale graph is
+        #: built in a thread while searches scan exactly; ``off``: never built in this process
+        self.ann_build = ann_build_mode(ann_build)
+        self._cancel = threading.Event()
         self.embedder = embedder
         self._lock = threading.RLock()
         self._conn = connect(self.path, durable=durable)
@@ -121,6 +127,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         self._data_version = -1
         self._epoch = ""
         self._pulled = 0  # rows pulled since the matrix was loaded
+        self._sidecar_stale = False  # this process moved its matrix to an epoch the sidecar is not of
         self._writes = 0  # own commits (PRAGMA data_version only counts other connections')
         self._fts_rows: tuple[tuple[int, int], int] | None = None
         self._idf_memo: tuple[tuple[int, int], str, dict[str, float]] | None = None
@@ -369,9 +376,12 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         if dry_run or not seqs:
             return PruneReport(len(seqs), 0, dry_run, hard, sample)
 
+        epochs: list[Any] = []
+
         def tx(c: sqlite3.Connection) -> int:
             rev = _next_rev(c)
             n = 0
+            epochs.clear()
             for start in range(0, len(seqs), 500):
                 part = seqs[start : start + 500]
                 marks = ",".join("?" * len(part))
@@ -383,11 +393,21 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
                         [now, rev, *part],
                     ).rowcount
             if hard:  # rows vanished: readers must reload rather than pull by rev
+                epoch_sql = "SELECT value FROM store_meta WHERE key = 'epoch'"
+                epochs.append(c.execute(epoch_sql).fetchone()[0])
                 c.execute("UPDATE store_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'epoch'")
+                epochs.append(c.execute(epoch_sql).fetchone()[0])
             return n
 
         with self._lock:
             n = write_txn(self._conn, tx)
+            if hard and self._index is not None and len(epochs) == 2 and epochs[0] == self._epoch:
+                # No other hard delete since this process loaded its matrix: drop the erased rows
+                # from it and move to the new epoch, instead of a full reload (and a graph rebuild).
+                for seq in seqs:
+                    self._index.remove(seq)
+                self._epoch = epochs[1]
+                self._sidecar_stale = True  # the sidecar is of the old epoch: refresh it at close
             self._after_write()
         return PruneReport(len(seqs), n, False, hard, sample)
 
@@ -709,11 +729,15 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         return imported, total - imported
 
     def close(self) -> None:
+        self._stop_build()  # before the lock: a finishing job takes it
         with self._lock:
             ix = self._index
             # Refresh the sidecar when this process pulled many rows past it, so the next
-            # process starts close to current instead of pulling them all again.
-            if ix is not None and self._pulled > max(1_000, len(ix) // 10) and len(ix) >= _matrix_cache.MIN_ROWS:
+            # process starts close to current instead of pulling them all again (not when
+            # that means folding many rows into the graph at exit: a graph job's work).
+            big_fold = ix is not None and ix.ann is not None and ix.uncovered > _FOLD_AT
+            behind = self._sidecar_stale or self._pulled > max(1_000, len(ix or ()) // 10)
+            if ix is not None and not big_fold and behind and len(ix) >= _matrix_cache.MIN_ROWS:
                 # (rows since the snapshot are folded into the graph first, so the pair stays exact)
                 save_snapshot(self.path, ix, model=self._index_model or "", epoch=self._epoch, rev=self._synced_rev)
             self._conn.close()

@@ -6,15 +6,41 @@ before a semantic search the store checks ``PRAGMA data_version`` and, if anothe
 connection committed, pulls rows with ``rev`` above what it has seen. Hard deletes
 and reindexing bump ``store_meta.epoch``, which forces a full reload: from the
 memory-mapped snapshot when it is current (``_matrix_cache``), else from the rows.
-Past ``ann_threshold`` live vectors the graph is built once and saved with the snapshot.
+Past ``ann_threshold`` live vectors a graph proposes candidates (``_ann``).
+
+**The graph is never built on the query path.** While it is missing or stale
+(after an epoch change, or its file is absent or does not match), searches are exact
+scans, which give the same answers. A long-lived store (``ann_build="background"``:
+the daemon, the MCP server, a library user) builds it in a background thread: it
+copies the live rows under the lock, builds on every core without it, publishes the
+snapshot and graph atomically beside the database (``_matrix_cache.publish``), then,
+under the lock again, re-inserts the rows written meanwhile (a journal of their keys)
+and attaches the graph. Rows written past a graph are scanned exactly and folded in
+the same way. One build per database at a time (``<db>-ann.lock``, an ``flock``); a
+process that finds it taken waits and then maps what the other published. Closing the
+store (or the interpreter exiting) cancels a build within one progress step; a build
+killed outright leaves only ``.*.tmp`` files, which no reader opens and the next
+writer removes. A short-lived process (the CLI: ``ann_build="off"``) never starts a
+build it would kill on exit; ``memory ann build`` (:meth:`build_ann`) builds in the
+foreground with a progress bar.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 import threading
-from collections.abc import Sequence
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no build lock (two processes may build the same graph; both publish atomically)
+    fcntl = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     import numpy as np
@@ -24,10 +50,61 @@ else:  # bound on first use (see _lazy): keyword search and listing never import
     np = lazy_module("numpy", globals(), "np")
 
 from . import _matrix_cache
-from ._matrix_cache import load_snapshot, save_snapshot
-from ._vectors import VectorIndex
+from ._ann import AnnIndex, BuildCancelled
+from ._matrix_cache import load_snapshot, publish, save_snapshot
+from ._vectors import FOLD_AT, VectorIndex
 
-__all__ = ["SQLiteVectorSync"]
+__all__ = ["ANN_BUILD_MODES", "SQLiteVectorSync", "ann_build_mode"]
+
+#: ``background``: build / fold the graph in a thread of this process; ``off``: never
+#: build here (exact search until a graph is published, e.g. by ``memory ann build``)
+ANN_BUILD_MODES = ("background", "off")
+#: After a build could not start (another process holds the lock) or failed, wait this long.
+_RETRY_S = 30.0
+
+_building: weakref.WeakSet[SQLiteVectorSync] = weakref.WeakSet()
+
+
+@atexit.register
+def _cancel_all() -> None:
+    """At interpreter exit, stop running builds (before daemon threads are frozen mid-write)."""
+    for store in list(_building):
+        store._stop_build()
+
+
+def ann_build_mode(explicit: str | None = None) -> str:
+    mode = explicit if explicit is not None else (os.environ.get("ATOMIC_AGENTS_ANN_BUILD", "").strip() or "background")
+    if mode not in ANN_BUILD_MODES:
+        from ..exceptions import ValidationError
+
+        raise ValidationError(f"ann_build must be one of {', '.join(ANN_BUILD_MODES)}, not {mode!r}", field="ann_build", rule="choice")
+    return mode
+
+
+def _lock_path(db: Path) -> Path:
+    return db.with_name(db.name + "-ann.lock")
+
+
+@contextlib.contextmanager
+def _build_lock(db: Path, *, blocking: bool) -> Iterator[bool]:
+    """The per-database build lock (``flock``: released when the holder dies); yields whether it was taken."""
+    if fcntl is None:
+        yield True
+        return
+    try:
+        fd = os.open(_lock_path(db), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        yield blocking  # no lock file possible (read-only folder): build anyway if asked to; publish fails harmlessly
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 class SQLiteVectorSync:
@@ -42,6 +119,12 @@ class SQLiteVectorSync:
     _data_version: int
     _epoch: str
     _pulled: int
+    ann_build: str
+    _builder: threading.Thread | None = None
+    _cancel: threading.Event
+    _retry_at: float = 0.0
+    _build_error: str | None = None
+    _sidecar_stale: bool
 
     if TYPE_CHECKING:  # provided by the store
 
@@ -65,16 +148,164 @@ class SQLiteVectorSync:
             return self._index
 
     def _maybe_build_ann(self) -> None:
-        """Past the threshold, build the graph once and save it (with the snapshot) beside the file."""
+        """Past the threshold, have the graph built or rows folded into it, off the query path."""
         ix = self._index
-        if ix is None or ix.ann is not None or self.ann_threshold is None or len(ix) < self.ann_threshold:
+        if ix is None:
             return
-        ix.build_ann()
-        save_snapshot(self.path, ix, model=self._index_model or "", epoch=self._epoch, rev=self._synced_rev)
-        self._pulled = 0
+        ix.fold_inline = False  # folding is a job too (or `memory ann build`), never a search's
+        if self.ann_threshold is None or len(ix) < self.ann_threshold or self.ann_build != "background":
+            return
+        if ix.ann is None:
+            self._start_job("build", ix)
+        elif ix.uncovered > FOLD_AT:
+            self._start_job("fold", ix)
+
+    # -- graph jobs ------------------------------------------------------------------
+
+    def _start_job(self, kind: str, ix: VectorIndex) -> None:
+        t = self._builder
+        if (t is not None and t.is_alive()) or time.monotonic() < self._retry_at or self._cancel.is_set():
+            return
+        self._builder = threading.Thread(target=self._run_job, args=(kind, ix), name="atomic-agents-ann", daemon=True)
+        _building.add(self)
+        self._builder.start()
+
+    def _run_job(self, kind: str, ix: VectorIndex) -> None:
+        try:
+            if self._job(kind, ix, blocking=False) == "busy":
+                self._retry_at = time.monotonic() + _RETRY_S
+        except BuildCancelled:
+            pass
+        except Exception as exc:  # noqa: BLE001 - a failed build is a slower search, never a failed one
+            self._build_error = f"{type(exc).__name__}: {exc}"
+            self._retry_at = time.monotonic() + _RETRY_S
+
+    def _stop_build(self) -> None:
+        """Cancel a running job and wait for it (within one progress step of usearch)."""
+        self._cancel.set()
+        t = self._builder
+        if t is not None and t is not threading.current_thread():
+            t.join()
+        _building.discard(self)
+
+    def _job(self, kind: str, ix: VectorIndex, *, blocking: bool, progress: Callable[[int, int], None] | None = None) -> str:
+        """Build the graph (``kind="build"``) or fold the rows it lacks into a copy (``"fold"``); what happened."""
+        with _build_lock(self.path, blocking=blocking) as got:
+            if not got:
+                return "busy"
+            if kind == "build" and self._adopt_published(ix):
+                return "adopted"
+            with self._lock:
+                if self._index is not ix:
+                    return "moved"
+                model, epoch, rev = self._index_model or "", self._epoch, self._synced_rev
+                if kind == "build":
+                    arrays = ix.to_arrays()
+                    base = None
+                else:
+                    base, (keys, vecs) = ix.ann, ix.uncovered_rows()
+                ix.begin_job()
+            try:
+                if base is None:
+                    ann = AnnIndex.build(arrays["keys"], arrays["vecs"], progress=progress, cancel=self._cancel)
+
+                    def current() -> bool:
+                        with self._lock:
+                            meta = self._meta()
+                            return self._index is ix and meta.get("epoch", "0") == epoch and meta["embedder"] == model
+
+                    def graph(tmp: Path) -> bool:
+                        ann.save(tmp)
+                        return True
+
+                    with contextlib.suppress(OSError):  # unwritable folder: the graph still serves this process
+                        publish(self.path, arrays, graph, dimension=ix.dimension, model=model, epoch=epoch, rev=rev,
+                                before_rename=current)  # fmt: skip
+                else:
+                    ann = base.copy()
+                    if progress is not None:
+                        progress(0, len(keys))
+                    ann.add(keys, vecs)
+                    if progress is not None:
+                        progress(len(keys), len(keys))
+            except BaseException:
+                with self._lock:
+                    ix.abort_job()
+                raise
+            with self._lock:
+                if self._index is not ix:
+                    ix.abort_job()
+                    return "moved"
+                ix.finish_job(ann)
+                if base is None:
+                    self._pulled = 0
+            self._build_error = None
+            return "built" if base is None else "folded"
+
+    def _adopt_published(self, ix: VectorIndex) -> bool:
+        """Another process published a graph for this state while we waited for the lock: map it."""
+        with self._lock:
+            model, epoch = self._index_model or "", self._epoch
+        snap = load_snapshot(self.path, model=model, epoch=epoch, with_ann=True)
+        if snap is None or snap[0].ann is None:
+            return False
+        with self._lock:
+            if self._index is ix and self._epoch == epoch:
+                self._index, self._synced_rev = snap
+                self._pulled = 0
+                self._pull()
+                self._index.fold_inline = False
+        return True
+
+    @property
+    def ann_state(self) -> str:
+        """``graph`` (searches use it), ``building``, ``exact`` (no graph yet), ``below-threshold`` or ``off``."""
+        ix = self._index
+        if self.ann_threshold is None:
+            return "off"
+        if ix is not None and ix.ann is not None:
+            return "graph"
+        if self._builder is not None and self._builder.is_alive():
+            return "building"
+        if ix is not None and len(ix) < self.ann_threshold:
+            return "below-threshold"
+        return "exact"
+
+    def build_ann(self, *, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Build the graph now, in this thread (or fold the rows it lacks), and publish it beside the database.
+
+        ``progress(advance, total)`` as rows go in. Waits for another process's build
+        of the same database, then maps that one. Returns ``{"status": ..., "rows": ...}``;
+        status is ``built``, ``folded``, ``adopted`` (another process's), ``current``
+        or ``below-threshold``.
+        """
+        ix = self._sync()
+        t = self._builder  # a background job (perhaps just started by that sync) finishes first
+        if t is not None and t.is_alive():
+            t.join()
+            ix = self._sync()
+        if self.ann_threshold is None or len(ix) < self.ann_threshold:
+            return {"status": "below-threshold", "rows": len(ix), "threshold": self.ann_threshold}
+        if ix.ann is not None and ix.uncovered == 0:
+            return {"status": "current", "rows": len(ix)}
+        seen = [0]
+
+        def step(done: int, total: int) -> None:
+            if progress is not None:
+                progress(done - seen[0], total)
+            seen[0] = done
+
+        status = self._job("build" if ix.ann is None else "fold", ix, blocking=True, progress=step)
+        if status == "folded":
+            with self._lock:
+                ix = self._index
+                if ix is not None:
+                    save_snapshot(self.path, ix, model=self._index_model or "", epoch=self._epoch, rev=self._synced_rev)
+        return {"status": status, "rows": len(self._index) if self._index is not None else 0}
 
     def _full_load(self, meta: dict[str, str]) -> None:
         model, epoch = meta["embedder"], meta.get("epoch", "0")
+        self._sidecar_stale = False
         snap = load_snapshot(self.path, model=model, epoch=epoch, with_ann=self.ann_threshold is not None)
         if snap is not None:
             self._index, self._synced_rev = snap
@@ -84,9 +315,10 @@ class SQLiteVectorSync:
             return
         self._load_from_rows(meta)
         ix = self._index
-        if ix is not None and len(ix) >= _matrix_cache.MIN_ROWS and not (self.ann_threshold and len(ix) >= self.ann_threshold):
+        graph_job = self.ann_build == "background" and self.ann_threshold and len(ix or ()) >= self.ann_threshold
+        if ix is not None and len(ix) >= _matrix_cache.MIN_ROWS and not graph_job:
             save_snapshot(self.path, ix, model=model, epoch=epoch, rev=self._synced_rev)
-        # past the ANN threshold _sync builds the graph and saves both together
+        # past the ANN threshold the graph job publishes the snapshot and the graph together
 
     def _load_from_rows(self, meta: dict[str, str]) -> None:
         model, dim = meta["embedder"], int(meta["dimension"])

@@ -172,6 +172,7 @@ def open_store(
     agents_root: str | os.PathLike[str] | None = None,
     embedder: Embedder | None = None,
     durable: bool = True,
+    ann_build: str | None = None,
 ) -> MemoryStore:
     """Open (creating if needed) the store ``path`` names, with the default embedder.
 
@@ -182,6 +183,9 @@ def open_store(
     sets it). ``durable=False``: faster writes that survive a crashed process but
     may lose the last commits on power loss (SQLite ``NORMAL``; PostgreSQL
     ``synchronous_commit=off`` for this store's sessions).
+    ``ann_build`` (SQLite): ``"background"`` (default) builds a missing or stale ANN
+    graph in a thread while searches scan exactly; ``"off"`` never builds one in this
+    process (short-lived ones: the CLI), see ``SQLiteMemoryStore``.
 
     >>> store = open_store("/tmp/m.db")  # doctest: +SKIP
     >>> store = open_store("postgresql://agents@db.internal/memory")  # doctest: +SKIP
@@ -197,7 +201,7 @@ def open_store(
     from ._sqlite import SQLiteMemoryStore
 
     db = _checked_db_path(path, agents_root)
-    return SQLiteMemoryStore(db, embedder=emb, durable=durable)
+    return SQLiteMemoryStore(db, embedder=emb, durable=durable, ann_build=ann_build)
 
 
 def _is_dsn(target: str) -> bool:

@@ -105,9 +105,19 @@ class VectorIndex:
         self._live_n = 0
         self._uncovered = 0  # live tail rows the graph does not hold
         self.ann: AnnIndex | None = None
+        #: ``False``: never insert into the graph on a search (the owner folds rows in off
+        #: the query path, see ``_sqlite_vectors``); rows past it are scanned exactly meanwhile
+        self.fold_inline = True
+        #: keys written or removed since a graph job took its copy of the rows (None: no job)
+        self._journal: set[int] | None = None
 
     def __len__(self) -> int:
         return self._live_n
+
+    @property
+    def uncovered(self) -> int:
+        """Live rows the graph does not hold yet (scanned exactly by every search)."""
+        return self._uncovered
 
     # -- bookkeeping -------------------------------------------------------------------
 
@@ -149,13 +159,22 @@ class VectorIndex:
 
     # -- writes ------------------------------------------------------------------------
 
+    def _graph_writable(self, rows: int = 1) -> bool:
+        """May this write go into the graph now? Not while a job copies it, nor a batch past ``FOLD_AT`` when folding is off the query path."""
+        if self.ann is None or not self.ann.mutable or self._journal is not None:
+            return False
+        return self.fold_inline or rows <= FOLD_AT
+
     def upsert(self, key: int, vector: np.ndarray, scope: ScopeKey, expires_at: float | None) -> None:
         self._upsert(key, vector, scope, expires_at)
-        if self.ann is not None and self.ann.mutable:
+        if self._graph_writable():
+            assert self.ann is not None
             self.ann.add(np.array([key]), np.asarray(vector, np.float32)[None, :])
             self._cover(self._row[key])
 
     def _upsert(self, key: int, vector: np.ndarray, scope: ScopeKey, expires_at: float | None) -> None:
+        if self._journal is not None:
+            self._journal.add(key)
         row = self._row.get(key)
         if row is None:
             b = self._base_row(key) if len(self._bk) else None
@@ -190,11 +209,14 @@ class VectorIndex:
         if self._n == 0 and len(self._bk) == 0 and len(keys) and bool(np.all(np.diff(keys) > 0)):
             codes = np.array([self._code(s) for s in scopes], dtype=np.int32)
             exp = np.array([math.inf if e is None else e for e in expires], dtype=np.float64)
+            if self._journal is not None:
+                self._journal.update(np.asarray(keys).tolist())
             self._set_base(np.asarray(keys, np.int64), np.ascontiguousarray(vectors, np.float32), codes, exp)
             return
         for i in range(len(keys)):
             self._upsert(int(keys[i]), vectors[i], scopes[i], expires[i])
-        if self.ann is not None and self.ann.mutable and len(keys):
+        if len(keys) and self._graph_writable(len(keys)):
+            assert self.ann is not None
             self.ann.add(np.asarray(keys), np.asarray(vectors, np.float32))
             for k in keys.tolist():
                 self._cover(self._row[k])
@@ -209,6 +231,8 @@ class VectorIndex:
         self._live_n += len(keys)
 
     def remove(self, key: int) -> None:
+        if self._journal is not None:
+            self._journal.add(key)
         row = self._row.get(key)
         if row is not None:
             self._kill_tail(row)
@@ -219,7 +243,8 @@ class VectorIndex:
             self._kill_base(b)
         else:
             return
-        if self.ann is not None and self.ann.mutable:
+        if self._graph_writable():  # (else the graph keeps a dead key, which liveness filters out)
+            assert self.ann is not None
             self.ann.remove(np.array([key]))
 
     # -- the ANN tier --------------------------------------------------------------------
@@ -240,6 +265,39 @@ class VectorIndex:
         """Build the graph over every live row (batch insert on all cores)."""
         keys, vecs = self._live_rows()
         self.attach_ann(AnnIndex.build(keys, vecs))
+
+    # A graph job (build or fold) runs off the query path: ``begin_job`` under the
+    # owner's lock takes what it needs and starts a journal of the keys written since;
+    # ``finish_job`` (under the lock again) brings the job's graph up to date with those
+    # keys and attaches it. Meanwhile the current graph (if any) is only read.
+
+    def begin_job(self) -> None:
+        self._journal = set()
+
+    def uncovered_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """Keys and vectors (copies) of the live rows the graph does not hold."""
+        rows = np.flatnonzero(self._live[: self._n] & ~self._cov[: self._n])
+        return self._keys[rows].copy(), self._vecs[rows].copy()
+
+    def abort_job(self) -> None:
+        self._journal = None
+
+    def finish_job(self, ann: AnnIndex) -> None:
+        """Attach ``ann`` (which holds every row live when the job began, as it was then).
+
+        Keys written or removed since are re-inserted with their current vector or
+        taken out, so the graph holds exactly the current live rows' vectors.
+        """
+        journal, self._journal = self._journal or set(), None
+        if journal:
+            keys = np.fromiter(journal, dtype=np.int64, count=len(journal))
+            ann.remove(keys)
+            kb, rb, kt, rt = self._lookup(keys)
+            kt_ok = self._live[rt]
+            new_k = np.concatenate([kb, kt[kt_ok]])
+            if new_k.size:
+                ann.add(new_k, np.concatenate([self._bv[rb], self._vecs[rt[kt_ok]]]))
+        self.attach_ann(ann)
 
     def attach_ann(self, ann: AnnIndex) -> None:
         """Use ``ann`` as the graph; it must hold exactly the current live rows' vectors."""
@@ -264,8 +322,12 @@ class VectorIndex:
         if self._uncovered:
             self._fold()
         dead = self._bk[~self._bl & self._bc]
-        # rows killed while the graph was a read-only map still sit in it (unless re-written)
+        # rows killed while the graph was a read-only map (or a job ran) still sit in it,
+        # unless re-written; so may tail rows killed then
         dead = np.array([k for k in dead.tolist() if k not in self._row], dtype=np.int64)
+        n = self._n
+        dead_t = self._keys[:n][~self._live[:n] & self._cov[:n]]
+        dead = np.concatenate([dead, dead_t])
         if dead.size:
             self.ann.remove(dead)
         self._bc &= self._bl
@@ -367,7 +429,7 @@ class VectorIndex:
         assert self.ann is not None
         if only is not None and len(only) <= EXACT_ONLY_MAX:
             return None
-        if self._uncovered > FOLD_AT:
+        if self._uncovered > FOLD_AT and self.fold_inline:
             self._fold()
         eligible = self._count.get(code, 0)
         if only is not None:
@@ -416,9 +478,12 @@ class VectorIndex:
         """The live rows as plain arrays, sorted by key (see :meth:`from_arrays`)."""
         bl, n = self._bl, self._n
         tl = np.flatnonzero(self._live[:n])
+        scopes = sorted(self._scope_codes, key=self._scope_codes.__getitem__)
+        if tl.size == 0 and bl.all():  # the base as it is (never written): no copy of the vectors
+            return {"keys": self._bk, "vecs": self._bv, "scope": self._bs, "expires": self._be,
+                    "scopes": np.array(["\x1f".join(s) for s in scopes], dtype=object)}  # fmt: skip
         keys = np.concatenate([self._bk[bl], self._keys[tl]])
         order = np.argsort(keys, kind="stable") if tl.size else None  # live base rows are sorted already
-        scopes = sorted(self._scope_codes, key=self._scope_codes.__getitem__)
 
         def cat(b: np.ndarray, t: np.ndarray) -> np.ndarray:
             out = np.concatenate([b[bl], t[tl]])
