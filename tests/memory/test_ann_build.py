@@ -1,0 +1,321 @@
+"""Building the ANN graph off the query path: exact answers meanwhile, nothing stale, nothing half-written.
+
+Vectors come from the *fake* :class:`TableEmbedder` of ``test_ann`` (``"v<i>"`` -> a fixed
+row); the exact answer comes from a second store on the same file with the tier off.
+A build is held open by :class:`HeldBuild`, a *fake* stand-in for ``AnnIndex.build`` that
+waits for the test before calling the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from atomic_agents.memory import Scope, SQLiteMemoryStore
+from atomic_agents.memory import _ann
+from atomic_agents.memory._matrix_cache import ann_path, meta_path, snapshot_path, sweep_debris
+
+from .test_ann import PER, TableEmbedder, _clusters, _fill, _same, _scope_of
+
+SRC = Path(__file__).parents[2] / "src"
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+BIG = Scope("a", "u")
+
+
+@pytest.fixture
+def data() -> tuple[np.ndarray, np.ndarray]:
+    return _clusters(80, PER, seed=2)
+
+
+def _store(db: Path, data: tuple[np.ndarray, np.ndarray], **kw: Any) -> SQLiteMemoryStore:
+    centres, pts = data
+    return SQLiteMemoryStore(db, embedder=TableEmbedder(pts, centres), **{"ann_threshold": 50, **kw})
+
+
+class HeldBuild:
+    """A *fake* ``AnnIndex.build``: signals ``started``, waits for ``release``, then builds for real."""
+
+    def __init__(self) -> None:
+        self.real = _ann.AnnIndex.build
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, keys: np.ndarray, vectors: np.ndarray, **kw: Any) -> _ann.AnnIndex:
+        self.started.set()
+        assert self.release.wait(60)
+        return self.real(keys, vectors, **kw)
+
+
+def _all_equal(store: SQLiteMemoryStore, exact: SQLiteMemoryStore) -> None:
+    for c in range(0, 80, 3):
+        q, sc = f"q{c}", _scope_of(c)
+        _same(store.recall(q, sc, 10), exact.recall(q, sc, 10))
+        _same(store.search_semantic(q, sc, {"parity": 1}, 4), exact.search_semantic(q, sc, {"parity": 1}, 4))
+
+
+def test_recall_during_a_background_build_is_exact_and_writes_meanwhile_reach_the_graph(
+    tmp_path: Path, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "m.db"
+    exact = _store(db, data, ann_threshold=0)
+    ids = _fill(exact, 80)
+    held = HeldBuild()
+    monkeypatch.setattr(_ann.AnnIndex, "build", held)
+    store = _store(db, data)  # background is the default
+    assert store.ann_build == "background"
+    _all_equal(store, exact)  # the first search starts the build and does not wait for it
+    assert held.started.wait(30) and store.ann_state == "building"
+    assert store._index is not None and store._index.ann is None
+    # writes while the graph is being built: a new row, an edit that moves a row, a forget
+    fresh = store.remember("q1", None, BIG)
+    store.edit(ids[2 * PER], content="q5")  # a cluster-2 point now sits on query 5's centre
+    store.forget(ids[4 * PER + 1])
+    _all_equal(store, exact)
+    assert store.recall("q1", BIG, 1)[0].id == fresh
+    assert not ann_path(db).exists()  # nothing published before the build is done
+    held.release.set()
+    assert store._builder is not None
+    store._builder.join(60)
+    assert store.ann_state == "graph" and store._index is not None and store._index.uncovered == 0
+    ann = store._index.ann
+    assert ann is not None
+    # the journal brought the graph up to date: the moved row is found by its new vector,
+    # through the graph alone (every live row is covered, nothing is scanned exactly)
+    keys = set(ann.search(data[0][5], 40).tolist())
+    row = store._read("SELECT seq FROM memories WHERE id = ?", [ids[2 * PER]])[0][0]
+    assert row in keys
+    _all_equal(store, exact)
+    assert store.recall("q1", BIG, 1)[0].id == fresh
+    assert ids[4 * PER + 1] not in {h.id for h in store.recall("q4", BIG, 10)}
+    assert ann_path(db).exists() and meta_path(db).exists()
+    store.close()
+    # the published pair is the state when the build began; a new process pulls the rest
+    again = _store(db, data)
+    _all_equal(again, exact)
+    assert again._index is not None and again._index.ann is not None and not again._index.ann.mutable
+    again.close()
+    exact.close()
+
+
+def test_a_graph_of_another_epoch_is_never_used(tmp_path: Path, data: tuple[np.ndarray, np.ndarray]) -> None:
+    db = tmp_path / "m.db"
+    exact = _store(db, data, ann_threshold=0)
+    ids = _fill(exact, 80)
+    first = _store(db, data)
+    first.build_ann()
+    first.close()
+    stamp = ann_path(db).stat().st_mtime_ns
+    # another process hard-deletes rows: the epoch moves and the saved graph still holds them
+    gone = [ids[i] for i in range(3 * PER, 3 * PER + 4)]
+    for i in range(3 * PER, 3 * PER + 4):
+        assert exact.prune(keywords=f"v{i}", dry_run=False, hard=True).removed == 1
+    reader = _store(db, data, ann_build="off")  # never builds: what it uses must be valid as it is
+    _all_equal(reader, exact)
+    assert reader._index is not None and reader._index.ann is None  # the old epoch's graph was refused
+    assert not {h.id for h in reader.recall("q3", BIG, 10)} & set(gone)
+    assert ann_path(db).stat().st_mtime_ns == stamp
+    reader.close()
+    exact.close()
+
+
+def test_a_hard_prune_keeps_this_process_matrix_and_graph(
+    tmp_path: Path, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import atomic_agents.memory._matrix_cache as cache
+
+    monkeypatch.setattr(cache, "MIN_ROWS", 1)  # (a sidecar is written from 5,000 rows)
+    db = tmp_path / "m.db"
+    store = _store(db, data)
+    ids = _fill(store, 80)
+    store.build_ann()
+    ix = store._index
+    gone = [ids[i] for i in range(3 * PER, 3 * PER + 4)]
+    store.forget(gone[0])  # soft first, then erased; the others erased while live
+    for i in range(3 * PER, 3 * PER + 4):
+        assert store.prune(keywords=f"v{i}", dry_run=False, hard=True).removed == 1
+    assert store._index is ix and ix is not None and ix.ann is not None  # no reload, no rebuild
+    exact = _store(db, data, ann_threshold=0)
+    _all_equal(store, exact)
+    assert not {h.id for h in store.recall("q3", BIG, 10)} & set(gone)
+    store.close()  # saves the sidecar of the new epoch
+    again = _store(db, data, ann_build="off")
+    _all_equal(again, exact)
+    assert again._index is not None and again._index.ann is not None  # mapped, not rebuilt
+    again.close()
+    exact.close()
+
+
+def test_close_cancels_a_running_build_and_publishes_nothing(
+    tmp_path: Path, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "m.db"
+    store = _store(db, data)
+    _fill(store, 80)
+    cancelled: list[bool] = []
+
+    def slow(keys: np.ndarray, vectors: np.ndarray, *, progress: Any = None, cancel: Any = None) -> Any:
+        started.set()
+        assert cancel is not None and cancel.wait(60)  # what usearch's progress callback sees
+        cancelled.append(True)
+        raise _ann.BuildCancelled
+
+    started = threading.Event()
+    monkeypatch.setattr(_ann.AnnIndex, "build", slow)
+    store.recall("q0", BIG)
+    assert started.wait(30)
+    store.close()
+    assert cancelled == [True] and store._builder is not None and not store._builder.is_alive()
+    assert not ann_path(db).exists() and not meta_path(db).exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_cancelled_usearch_build_raises_build_cancelled() -> None:
+    _, pts = _clusters(200, 20, seed=3)
+    cancel = threading.Event()
+    calls = []
+
+    def progress(done: int, total: int) -> None:
+        calls.append(done)
+        if done > 0:
+            cancel.set()
+
+    with pytest.raises(_ann.BuildCancelled):
+        _ann.AnnIndex.build(np.arange(len(pts)), pts, progress=progress, cancel=cancel)
+    assert calls and calls[-1] < len(pts)  # it stopped part-way
+
+
+KILLED = textwrap.dedent(
+    """
+    import os, signal, sys
+    import numpy as np
+    sys.path.insert(0, {tests!r})
+    from memory.test_ann import TableEmbedder, _clusters
+    from atomic_agents.memory import SQLiteMemoryStore, _matrix_cache
+    centres, pts = _clusters(80, 10, seed=2)
+    where = sys.argv[1]
+    real_publish = _matrix_cache.publish
+
+    def publish(db, arrays, graph, **kw):
+        def graph_then_die(tmp):
+            ok = graph(tmp)
+            if where == "publish":  # every temp file but the header written: die before any rename
+                os.kill(os.getpid(), signal.SIGKILL)
+            return ok
+        return real_publish(db, arrays, graph_then_die, **kw)
+
+    import atomic_agents.memory._sqlite_vectors as sv
+    sv.publish = publish
+    s = SQLiteMemoryStore({db!r}, embedder=TableEmbedder(pts, centres), ann_threshold=50, ann_build="off")
+    if where == "build":
+        from atomic_agents.memory import _ann
+        real = _ann.AnnIndex.build
+        def build(keys, vectors, progress=None, cancel=None):
+            def step(done, total):
+                print("progress", done, flush=True)
+            return real(keys, vectors, progress=step, cancel=cancel)
+        _ann.AnnIndex.build = build
+    print("start", flush=True)
+    s.build_ann()
+    print("finished", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("where", ["publish", "build"])
+def test_a_killed_build_leaves_a_valid_state(tmp_path: Path, data: tuple[np.ndarray, np.ndarray], where: str) -> None:
+    db = tmp_path / "m.db"
+    exact = _store(db, data, ann_threshold=0)
+    ids = _fill(exact, 80)
+    # an older valid pair exists, then rows change: the killed build was to replace it
+    old = _store(db, data, ann_build="off")
+    old.build_ann()
+    old.close()
+    before = {p.name: p.stat().st_ino for p in (ann_path(db), meta_path(db), snapshot_path(db))}
+    assert exact.prune(keywords="v7", dry_run=False, hard=True).removed == 1  # a new epoch: the saved pair is stale now
+    code = KILLED.format(tests=str(Path(__file__).parents[1]), db=str(db))
+    proc = subprocess.Popen([sys.executable, "-c", code, where], stdout=subprocess.PIPE, text=True, env=ENV)
+    assert proc.stdout is not None
+    if where == "build":  # killed from outside while usearch is inserting
+        for line in proc.stdout:
+            if line.startswith("progress"):
+                break
+        proc.kill()
+    proc.wait(60)
+    assert proc.returncode == -signal.SIGKILL
+    left = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    if where == "publish":
+        assert left  # its debris is there, under names no reader opens
+    # the files readers open are the old, stale pair, untouched
+    assert {p.name: p.stat().st_ino for p in (ann_path(db), meta_path(db), snapshot_path(db))} == before
+    reader = _store(db, data, ann_build="off")
+    _all_equal(reader, exact)  # exact answers: the stale graph is refused, the debris ignored
+    assert reader._index is not None and reader._index.ann is None
+    assert ids[7] not in {h.id for h in reader.recall("q0", BIG, 10)}
+    out = reader.build_ann()  # the next build sweeps the dead writer's debris and publishes
+    assert out["status"] == "built"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    reader.close()
+    fresh = _store(db, data, ann_build="off")
+    _all_equal(fresh, exact)
+    assert fresh._index is not None and fresh._index.ann is not None and not fresh._index.ann.mutable
+    fresh.close()
+    exact.close()
+
+
+def test_sweep_keeps_a_live_writers_temp_files(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    mine = tmp_path / f".{db.name}-ann.usearch.{os.getpid()}-0.tmp"
+    dead = tmp_path / f".{db.name}-vectors.npy.999999999-3.tmp"
+    other = tmp_path / ".unrelated.999999999-3.tmp"
+    for p in (mine, dead, other):
+        p.write_bytes(b"x")
+    assert sweep_debris(db) == 1
+    assert mine.exists() and other.exists() and not dead.exists()
+
+
+def _cli(db: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "atomic_agents.cli", "memory", *args, "--db", str(db), "--embedder", "hashing"],
+        capture_output=True, text=True, env={**ENV, "ATOMIC_AGENTS_DAEMON": "off", "ATOMIC_AGENTS_ANN_THRESHOLD": "50", **(env or {})},
+        timeout=300,
+    )  # fmt: skip
+
+
+def test_the_cli_never_starts_a_build_and_ann_build_makes_one(tmp_path: Path) -> None:
+    from atomic_agents.memory import HashingEmbedder
+
+    db = tmp_path / "m.db"
+    with SQLiteMemoryStore(db, embedder=HashingEmbedder(), ann_threshold=0) as seed:
+        seed.remember_many([(f"note {i} about deploy {i % 17} and cache {i % 5}", None) for i in range(300)], BIG)
+    got = _cli(db, "recall", "--agent-id", "a", "--user-id", "u", "deploy 3 cache 1")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["results"]
+    assert not ann_path(db).exists() and not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    built = _cli(db, "ann", "build")
+    assert built.returncode == 0, built.stderr
+    out = json.loads(built.stdout)
+    assert out["status"] == "ok" and out["ann"] == "built" and out["rows"] == 300
+    assert ann_path(db).exists()
+    again = _cli(db, "ann", "build")
+    assert json.loads(again.stdout)["ann"] == "current"
+    with SQLiteMemoryStore(db, embedder=HashingEmbedder(), ann_threshold=50, ann_build="off") as s:
+        hits = s.recall("deploy 3 cache 1", BIG)
+        assert s._index is not None and s._index.ann is not None
+    assert [h["id"] for h in json.loads(got.stdout)["results"]] == [h.id for h in hits]
+
+
+def test_ann_build_is_a_typed_error_for_a_bad_mode(tmp_path: Path) -> None:
+    from atomic_agents.exceptions import ValidationError
+    from atomic_agents.memory import HashingEmbedder
+
+    with pytest.raises(ValidationError, match="ann_build"):
+        SQLiteMemoryStore(tmp_path / "m.db", embedder=HashingEmbedder(), ann_build="sometimes")
