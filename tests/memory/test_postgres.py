@@ -77,7 +77,71 @@ def test_processes_opening_a_fresh_store_at_once_and_writing_lose_nothing(pg_dsn
     acked = [i for ids in results.values() for i in ids] + got
     assert len(acked) == 4 * 40 + 4 * 25 == len(set(acked))
     assert {m.id for m in store.scan(SCOPE.as_filter())} == set(acked)
-    assert store.health().schema_version == 1 and store.health().total == len(acked)
+    from atomic_agents.memory._postgres_schema import PG_SCHEMA_VERSION
+
+    assert store.health().schema_version == PG_SCHEMA_VERSION and store.health().total == len(acked)
+    assert _row_counter(store) == _count(store) == len(acked)  # eight writers at once: the counter missed none
+    store.close()
+
+
+def _row_counter(store: Any) -> int:
+    return int(store._read("SELECT coalesce(sum(n), 0) FROM memory_rows")[0][0])
+
+
+def _count(store: Any) -> int:
+    return int(store._read("SELECT count(*) FROM memories")[0][0])
+
+
+def test_bm25_row_count_is_kept_by_triggers_and_scores_equal_sqlite(pg_dsn: str, tmp_path: Path) -> None:
+    """N (every row, forgotten ones included, as FTS5 counts) comes from the counter, and keyword scores match SQLite's."""
+    pg = _pg(pg_dsn)
+    lite = SQLiteMemoryStore(tmp_path / "m.db", embedder=HashingEmbedder())
+    rng = np.random.default_rng(4)
+    words = ["deploy", "billing", "cache", "rollback", "latency", "queue", "invoice", "schema", "token", "alert"]
+    texts = [" ".join(rng.choice(words, int(rng.integers(3, 9))).tolist()) + f" item{i}" for i in range(120)]
+    ids = {}
+    for store in (pg, lite):
+        ids[store.backend] = store.remember_many([(t, None) for t in texts], SCOPE)
+
+    def same_scores() -> None:
+        # The IDFs (N and each term's row count) are SQLite's exactly; the average length is the
+        # candidate pool's on PostgreSQL and the whole table's in FTS5, hence the tolerance (as before).
+        for q in ("deploy billing", "cache rollback latency", "invoice", "token alert schema queue"):
+            a, b = pg.search(q, SCOPE, 10), lite.search(q, SCOPE, 10)
+            assert pg._idf(q) == pytest.approx(lite._idf(q), rel=1e-12)
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=5e-3)
+
+    same_scores()
+    assert _row_counter(pg) == _count(pg) == 120
+    for store in (pg, lite):  # forgotten rows still count in N; erased ones do not
+        for i in (3, 9, 27):
+            store.forget(ids[store.backend][i])
+        assert store.prune(keywords="item40 item41 item42", dry_run=False, hard=True).removed >= 1
+        store.remember("deploy alert again", None, Scope("other", "u"))
+    assert _row_counter(pg) == _count(pg) == int(lite._read("SELECT count(*) FROM memories")[0][0])
+    same_scores()
+    pg.close()
+    lite.close()
+
+
+def test_a_version_1_store_gets_the_row_counter_on_open(pg_dsn: str) -> None:
+    store = _pg(pg_dsn)
+    store.remember_many([(f"note {i} about deploys", None) for i in range(30)], SCOPE)
+
+    def downgrade(cur: Any) -> None:  # the store as package schema 1 left it
+        cur.execute("DROP TRIGGER memory_rows_ins ON memories")
+        cur.execute("DROP TRIGGER memory_rows_del ON memories")
+        cur.execute("DROP FUNCTION atomic_agents_count_rows()")
+        cur.execute("DROP TABLE memory_rows")
+        cur.execute("UPDATE store_meta SET value = '1' WHERE key = 'schema_version'")
+
+    store._run(downgrade, write=True)
+    store.close()
+    store = _pg(pg_dsn)
+    assert store.health().schema_version == 2
+    assert _row_counter(store) == _count(store) == 30
+    store.remember("one more deploy note", None, SCOPE)
+    assert _row_counter(store) == 31
     store.close()
 
 

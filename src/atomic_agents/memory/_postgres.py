@@ -412,8 +412,10 @@ class PostgresMemoryStore(PostgresLeases):
         firsts = {st: w for w, st in reversed(list(by_stem.items()))}
         counts = ", ".join(f"count(*) FILTER (WHERE tsv @@ to_tsquery('{TS_CONFIG}', %s))" for _ in firsts)
         quoted = [f"'{w}'" for w in firsts.values()]
+        # N = every row (as FTS5 counts it): the trigger-kept counter, not a count(*) scan
         row = self._read(
-            f"SELECT (SELECT count(*) FROM memories), {counts} FROM memories WHERE tsv @@ to_tsquery('{TS_CONFIG}', %s)",
+            f"SELECT (SELECT coalesce(sum(n), 0) FROM memory_rows), {counts} FROM memories"
+            f" WHERE tsv @@ to_tsquery('{TS_CONFIG}', %s)",
             [*quoted, " | ".join(quoted)],
         )[0]
         return {st: idf(int(row[0]), int(n)) for st, n in zip(firsts, row[1:], strict=True)}

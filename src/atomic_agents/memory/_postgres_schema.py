@@ -22,7 +22,10 @@ from ..exceptions import SchemaVersionError
 __all__ = ["PG_SCHEMA_VERSION", "TS_CONFIG", "ensure_schema", "ensure_vector_index", "vector_index_name"]
 
 #: Bumped by each entry appended to ``_MIGRATIONS``; never edit a shipped migration.
-PG_SCHEMA_VERSION = 1
+PG_SCHEMA_VERSION = 2
+#: Shards of the row counter (``memory_rows``, migration 2): concurrent writers land on
+#: different rows (by backend pid), so they rarely wait on one another's row lock.
+ROW_COUNT_SHARDS = 16
 #: English stemming without stopwords (SQLite's porter tokenizer keeps stopwords too).
 TS_CONFIG = "atomic_agents_english"
 # Two-int advisory lock key: (a constant for this package, 1 = schema).
@@ -73,6 +76,33 @@ _MIGRATIONS: dict[int, list[str]] = {
             expires_at  double precision NOT NULL,
             released_at double precision
         )""",
+    ],
+    # BM25's N (every row of ``memories``, as SQLite's FTS5 counts it) in O(1): a sharded
+    # counter kept by statement triggers in the same transaction as the write, so any
+    # snapshot's sum(n) is exactly that snapshot's count(*), whatever writers run at once.
+    2: [
+        "CREATE TABLE memory_rows (shard int PRIMARY KEY, n bigint NOT NULL)",
+        """CREATE FUNCTION atomic_agents_count_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE delta bigint;
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                SELECT count(*) INTO delta FROM new_rows;
+            ELSE
+                SELECT -count(*) INTO delta FROM old_rows;
+            END IF;
+            IF delta <> 0 THEN
+                INSERT INTO memory_rows AS r (shard, n) VALUES (pg_backend_pid() % 16, delta)
+                ON CONFLICT (shard) DO UPDATE SET n = r.n + excluded.n;
+            END IF;
+            RETURN NULL;
+        END $$""",
+        # the triggers first: CREATE TRIGGER waits for writers in flight and holds new ones
+        # off until this transaction commits, so the count below misses no row
+        "CREATE TRIGGER memory_rows_ins AFTER INSERT ON memories REFERENCING NEW TABLE AS new_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION atomic_agents_count_rows()",
+        "CREATE TRIGGER memory_rows_del AFTER DELETE ON memories REFERENCING OLD TABLE AS old_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION atomic_agents_count_rows()",
+        "INSERT INTO memory_rows (shard, n) SELECT -1, count(*) FROM memories",
     ],
 }
 
