@@ -319,3 +319,36 @@ def test_ann_build_is_a_typed_error_for_a_bad_mode(tmp_path: Path) -> None:
 
     with pytest.raises(ValidationError, match="ann_build"):
         SQLiteMemoryStore(tmp_path / "m.db", embedder=HashingEmbedder(), ann_build="sometimes")
+
+
+def test_one_build_per_database_the_other_store_maps_what_it_published(
+    tmp_path: Path, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import atomic_agents.memory._sqlite_vectors as sv
+
+    db = tmp_path / "m.db"
+    exact = _store(db, data, ann_threshold=0)
+    _fill(exact, 80)
+    held = HeldBuild()
+    monkeypatch.setattr(_ann.AnnIndex, "build", held)
+    monkeypatch.setattr(sv, "_RETRY_S", 0.0)
+    first = _store(db, data)
+    first.recall("q0", BIG)
+    assert held.started.wait(30)  # first holds the build lock
+    second = _store(db, data)
+    _all_equal(second, exact)  # its job finds the lock taken and gives up for now; answers stay exact
+    assert second._builder is not None
+    second._builder.join(30)
+    assert second._index is not None and second._index.ann is None
+    held.release.set()
+    assert first._builder is not None
+    first._builder.join(60)
+    assert first.ann_state == "graph"
+    second.recall("q1", BIG)  # retried: the lock is free and a graph for this state is published
+    assert second._builder is not None
+    second._builder.join(30)
+    assert second.ann_state == "graph" and second._index is not None and second._index.ann is not None
+    assert not second._index.ann.mutable  # mapped from the file, not built again
+    _all_equal(second, exact)
+    for s in (first, second, exact):
+        s.close()

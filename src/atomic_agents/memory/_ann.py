@@ -126,7 +126,12 @@ class AnnIndex:
         try:
             for lo, hi, threads in steps:
                 if hi > lo:
-                    cb = _progress_callback(None if progress is None else (lambda d, _t, lo=lo: progress(lo + d, total)), cancel)
+
+                    def report(done: int, _total: int, lo: int = lo) -> None:
+                        if progress is not None:
+                            progress(lo + done, total)
+
+                    cb = _progress_callback(report, cancel)
                     raw.add(keys[lo:hi], np.ascontiguousarray(vectors[lo:hi], dtype=np.float32), threads=threads, progress=cb)
         except RuntimeError:
             if cancel is not None and cancel.is_set():  # usearch: "Operation has been terminated"

@@ -136,6 +136,8 @@ class SQLiteVectorSync:
         with self._lock:
             dv = int(self._read("PRAGMA data_version")[0][0])
             if self._index is not None and not force and dv == self._data_version:
+                if self._index.ann is None or self._index.uncovered > FOLD_AT:
+                    self._maybe_build_ann()  # (a job that found the lock taken, or failed, is retried)
                 return self._index
             self._data_version = dv
             meta = self._meta()
@@ -298,9 +300,9 @@ class SQLiteVectorSync:
         status = self._job("build" if ix.ann is None else "fold", ix, blocking=True, progress=step)
         if status == "folded":
             with self._lock:
-                ix = self._index
-                if ix is not None:
-                    save_snapshot(self.path, ix, model=self._index_model or "", epoch=self._epoch, rev=self._synced_rev)
+                now = self._index
+                if now is not None:
+                    save_snapshot(self.path, now, model=self._index_model or "", epoch=self._epoch, rev=self._synced_rev)
         return {"status": status, "rows": len(self._index) if self._index is not None else 0}
 
     def _full_load(self, meta: dict[str, str]) -> None:
