@@ -352,3 +352,34 @@ def test_one_build_per_database_the_other_store_maps_what_it_published(
     _all_equal(second, exact)
     for s in (first, second, exact):
         s.close()
+
+
+def test_rows_written_past_a_mapped_graph_are_folded_in_by_a_background_job(
+    tmp_path: Path, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import atomic_agents.memory._sqlite_vectors as sv
+    import atomic_agents.memory._vectors as vectors
+
+    db = tmp_path / "m.db"
+    exact = _store(db, data, ann_threshold=0)
+    ids = _fill(exact, 80)
+    first = _store(db, data)
+    first.build_ann()
+    first.close()
+    monkeypatch.setattr(vectors, "FOLD_AT", 10)
+    monkeypatch.setattr(sv, "FOLD_AT", 10)
+    reader = _store(db, data)
+    _all_equal(reader, exact)
+    assert reader._index is not None and reader._index.ann is not None and not reader._index.ann.mutable
+    # another process writes 30 rows and moves one: past FOLD_AT for the reader's mapped graph
+    fresh = exact.remember_many([(f"q{c}", None) for c in range(1, 31)], BIG)
+    exact.edit(ids[2 * PER], content="q5")
+    _all_equal(reader, exact)  # the new rows are scanned exactly while the fold runs
+    assert reader._builder is not None
+    reader._builder.join(60)
+    ix = reader._index
+    assert ix is not None and ix.ann is not None and ix.ann.mutable and ix.uncovered == 0
+    _all_equal(reader, exact)
+    assert reader.recall("q7", BIG, 1)[0].id == fresh[6]
+    reader.close()
+    exact.close()
