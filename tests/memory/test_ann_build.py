@@ -282,12 +282,10 @@ def test_sweep_keeps_a_live_writers_temp_files(tmp_path: Path) -> None:
     assert mine.exists() and other.exists() and not dead.exists()
 
 
-def _cli(db: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "atomic_agents.cli", "memory", *args, "--db", str(db), "--embedder", "hashing"],
-        capture_output=True, text=True, env={**ENV, "ATOMIC_AGENTS_DAEMON": "off", "ATOMIC_AGENTS_ANN_THRESHOLD": "50", **(env or {})},
-        timeout=300,
-    )  # fmt: skip
+def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**ENV, "ATOMIC_AGENTS_DAEMON": "off", "ATOMIC_AGENTS_ANN_THRESHOLD": "50", "ATOMIC_AGENTS_EMBEDDER": "hashing"}
+    return subprocess.run([sys.executable, "-m", "atomic_agents.cli", "memory", *args, "--db", str(db)],
+                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
 
 
 def test_the_cli_never_starts_a_build_and_ann_build_makes_one(tmp_path: Path) -> None:

@@ -505,7 +505,7 @@ def _build_graph(store: MemoryStore) -> dict[str, Any] | None:
 
 
 @ann_app.command("build")
-@shared("agents_root", "db", "json", "embedder", always_json=True)
+@shared("agents_root", "db", "json", always_json=True)
 def ann_build(
 ) -> None:
     """Build the ANN graph now (missing, stale, or rows written past it) and save it beside the database.
@@ -513,7 +513,7 @@ def ann_build(
     Until it exists, searches scan every vector (same answers, slower); long-lived
     processes (the daemon, the MCP server) build it in the background themselves.
     """
-    with _store(embeds=True) as store:
+    with _store(embeds=False) as store:  # the stored vectors, whatever model made them: nothing is embedded
         out = _build_graph(store)
     if out is None:
         raise ValidationError("only a SQLite store has an ANN graph (PostgreSQL searches exactly)", field="db", rule="backend")
