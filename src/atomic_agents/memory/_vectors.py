@@ -289,15 +289,23 @@ class VectorIndex:
         taken out, so the graph holds exactly the current live rows' vectors.
         """
         journal, self._journal = self._journal or set(), None
-        if journal:
-            keys = np.fromiter(journal, dtype=np.int64, count=len(journal))
-            ann.remove(keys)
-            kb, rb, kt, rt = self._lookup(keys)
-            kt_ok = self._live[rt]
-            new_k = np.concatenate([kb, kt[kt_ok]])
-            if new_k.size:
-                ann.add(new_k, np.concatenate([self._bv[rb], self._vecs[rt[kt_ok]]]))
+        if not journal:
+            self.attach_ann(ann)
+            return
+        keys = np.fromiter(journal, dtype=np.int64, count=len(journal))
+        ann.remove(keys)
+        kb, rb, kt, rt = self._lookup(keys)  # (a journaled key's base row is dead: written or removed)
+        rt = rt[self._live[rt]]
+        few = rt.size <= FOLD_AT
+        if kb.size or (few and rt.size):
+            add = rt if few else rt[:0]
+            ann.add(np.concatenate([kb, self._keys[add]]), np.concatenate([self._bv[rb], self._vecs[add]]))
         self.attach_ann(ann)
+        if not few:
+            # Many writes meanwhile: inserting them here would hold the owner's lock for long.
+            # The graph goes in without them; they stay scanned exactly until a fold job.
+            self._cov[rt] = False
+            self._uncovered = int(rt.size)
 
     def attach_ann(self, ann: AnnIndex) -> None:
         """Use ``ann`` as the graph; it must hold exactly the current live rows' vectors."""
