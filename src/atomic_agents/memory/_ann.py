@@ -35,11 +35,17 @@ __all__ = ["ANN_THRESHOLD", "AnnIndex", "BuildCancelled", "ann_threshold"]
 ANN_THRESHOLD = 20_000
 
 _CONNECTIVITY = 16
-_EXPANSION_ADD = 128
-#: Graph beam width at query time; what sets recall (measured at 1M, bench scale:
-#: recall@10 0.965 at 160, 0.983 at 256, 0.993 at 400 for ~0.5 ms more).
-_EXPANSION_SEARCH = 400
-_SERIAL_HEAD = 20_000
+#: Beam width while inserting: the build's cost is about proportional to it. Measured at
+#: 1M on the bench corpus (2 shared cores; recall@10 after exact re-scoring of 40
+#: candidates): 128 -> 1,187 s build, 0.992 at search width 400; 64 -> 435 s, 0.976 /
+#: 0.987 / 0.994 at 400 / 600 / 800; 48 -> 214 s, 0.961 / 0.983 / 0.990; 40 -> 272 s
+#: (busier machine), 0.948 at 400. A cheaper build with a wider search: 48 and 800.
+_EXPANSION_ADD = 48
+#: Graph beam width at query time; what sets recall for a given graph (above; 800 costs
+#: ~2.1 ms p50 per search at 1M against ~1.2 ms at 400).
+_EXPANSION_SEARCH = 800
+#: Rows inserted on one thread before the parallel batch (see ``build``).
+_SERIAL_HEAD = 5_000
 
 
 class BuildCancelled(Exception):
