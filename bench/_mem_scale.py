@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_memory.py --section scale --sizes 10000,100000
     .venv/bin/python bench/bench_memory.py --section scale --sizes 1000000 --workdir /tmp/scale   # keeps the DBs
+    .venv/bin/python bench/bench_memory.py --section scale --sizes 1000000 --sweep 128:20000,64,48   # graph settings
 
 The corpus is **synthetic**: normalised vectors built from real model embeddings of
 2,000 ATP-style texts (each row = one text's vector + 0.35 x another's + noise), so
@@ -340,15 +341,60 @@ def measure(n: int, workdir: Path, model: object, seeds: np.ndarray, reps: int) 
     return rows
 
 
+def sweep(n: int, model: object, seeds: np.ndarray, settings: str) -> None:
+    """Graph alone (no store): build time and recall@10 per ``expansion_add`` and search width.
+
+    ``settings``: ``EF_ADD[:SERIAL_HEAD],...``; recall as the store computes it (40 candidates
+    from the graph re-scored exactly against the float32 vectors), over 200 real-model queries.
+    """
+    from atomic_agents.memory import _ann
+
+    vecs = synthetic(n, seeds)
+    qv = np.asarray(model.embed_batch(queries(200, seed=n % 997)), np.float32)  # type: ignore[attr-defined]
+    truth = np.argsort(-(vecs @ qv.T), axis=0)[:10].T
+    keys = np.arange(n, dtype=np.int64)
+    print(f"\n## graph sweep: {n:,} vectors (synthetic, as above)\n")
+    print("| expansion_add | serial head | build (s) | load | recall@10 at search width 400 / 600 / 800 |")
+    print("|---|---|---|---|---|")
+    saved = _ann._EXPANSION_ADD, _ann._SERIAL_HEAD
+    try:
+        for item in settings.split(","):
+            ef, _, head = item.partition(":")
+            _ann._EXPANSION_ADD, _ann._SERIAL_HEAD = int(ef), int(head or saved[1])
+            load = os.getloadavg()[0]
+            t0 = time.perf_counter()
+            graph = _ann.AnnIndex.build(keys, vecs)
+            took = time.perf_counter() - t0
+            cells = []
+            for width in (400, 600, 800):
+                graph._raw.expansion_search = width
+                hits = 0
+                for q, t in zip(qv, truth, strict=True):
+                    cand = graph.search(q, 40)
+                    top = cand[np.argsort(-(vecs[cand] @ q))[:10]]
+                    hits += len(set(top.tolist()) & set(t.tolist()))
+                cells.append(f"{hits / truth.size:.3f}")
+            print(f"| {ef} | {_ann._SERIAL_HEAD:,} | {took:.0f} | {load:.1f} | {' / '.join(cells)} |", flush=True)
+            del graph
+    finally:
+        _ann._EXPANSION_ADD, _ann._SERIAL_HEAD = saved
+
+
 def run(argv: Sequence[str]) -> None:
     ap = argparse.ArgumentParser(prog="bench_memory.py --section scale")
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--workdir", default=None, help="keep the databases here (reused by the next run)")
+    ap.add_argument("--sweep", default=None, metavar="EF[:HEAD],...",
+                    help="instead: the graph alone, build time and recall per expansion_add (e.g. 128:20000,64,48)")
     args = ap.parse_args(list(argv))
     model = embedder_from_name("minilm")
     seeds = model.embed_batch([t for t, _ in make_texts(2000, seed=3)])  # type: ignore[attr-defined]
     seeds = np.asarray(seeds, np.float32)
+    if args.sweep:
+        for n in [int(x) for x in args.sizes.split(",")]:
+            sweep(n, model, seeds, args.sweep)
+        return
     tmp = None if args.workdir else tempfile.TemporaryDirectory()
     workdir = Path(args.workdir or tmp.name)  # type: ignore[union-attr]
     workdir.mkdir(parents=True, exist_ok=True)
