@@ -129,9 +129,10 @@ qs = rng.standard_normal((200, 384)).astype(np.float32); qs /= np.linalg.norm(qs
 r0 = rss()
 if mode == "rows":  # the exact matrix as a store loads it from SQLite (no snapshot): private memory
     import atomic_agents.memory._sqlite as backend
+    import atomic_agents.memory._sqlite_vectors as sync  # where the full load looks for the snapshot
     from atomic_agents.memory import HashingEmbedder
-    backend.load_snapshot = lambda *a, **k: None
-    backend.save_snapshot = lambda *a, **k: None
+    sync.load_snapshot = lambda *a, **k: None
+    sync.save_snapshot = backend.save_snapshot = lambda *a, **k: None
     class Same(HashingEmbedder):
         def __init__(self):
             super().__init__(384); self.model_id = model
