@@ -129,7 +129,8 @@ class Agent:
     ) -> list[str]:
         """Unit file names; a unit that resolves outside the agents root is never one (it goes to ``outside``).
 
-        ``links`` gets the names that are symlinks (their target can change without the folder changing).
+        ``links`` gets every unit-like name that is a symlink, a unit or not (dangling, a loop, to a
+        folder, out of the root): what it leads to can change without any change in this folder.
         """
         folder = self.folder(unit_type)
         try:
@@ -141,14 +142,18 @@ class Agent:
         names = []
         for e in sorted(entries, key=lambda e: e.name):
             link = e.is_symlink()
+            if link and links is not None:
+                links.add(e.name)
             if (not folder_inside or link) and not _inside(self.agents_root, e.path):
                 if outside is not None:
                     outside.append(_outside_error(self.agents_root, e.path, unit_type))
                 continue
-            if e.is_file():
+            try:
+                unit = e.is_file()
+            except OSError:  # a symlink loop (ELOOP), a name too long: nothing to read, not a unit
+                unit = False
+            if unit:
                 names.append(e.name)
-                if link and links is not None:
-                    links.add(e.name)
         return names
 
     def _unit_name(self, unit_type: UnitType, name: str) -> tuple[bool, bool]:
@@ -158,11 +163,12 @@ class Agent:
         path = os.path.join(self.folder(unit_type), name)
         try:
             link = stat.S_ISLNK(os.lstat(path).st_mode)
+        except OSError:  # gone, a name too long: not an entry
+            return False, False
+        try:
             regular = stat.S_ISREG(os.stat(path).st_mode)
-        except (FileNotFoundError, NotADirectoryError):
-            return False, False
-        except OSError:  # a symlink loop, a name too long: not a unit, as DirEntry.is_file() says
-            return False, False
+        except OSError:  # dangling, a symlink loop: not a unit (yet), still a symlink to look at again
+            return False, link
         if (link or not _inside(self.agents_root, self.folder(unit_type))) and not _inside(self.agents_root, path):
             return False, link
         return regular, link

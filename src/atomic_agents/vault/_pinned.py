@@ -170,7 +170,8 @@ def _pinned_names(agent: Any, unit_type: UnitType) -> list[str] | None:
             dirty = True
     else:
         index, names, links = live.index, live.names, live.always
-        for name in news:
+        again = news | links  # a symlink can turn into a unit or out of one (its target came, went, moved) with no event here
+        for name in again:
             unit, link = agent._unit_name(unit_type, name)
             at = bisect.bisect_left(names, name)
             listed = _listed(names, name)
@@ -178,13 +179,13 @@ def _pinned_names(agent: Any, unit_type: UnitType) -> list[str] | None:
                 names.insert(at, name)
             elif not unit and listed:
                 del names[at]
-            links.discard(name)
-            if link and unit:
+            links.discard(name)  # a hard-linked file is put back below when its stat says so
+            if link:
                 links.add(name)
             if not unit and name in index.stamps:
                 _forget(index, name)
                 dirty = True
-        look = [n for n in sorted(news | links | set(index.racy)) if _listed(names, n)]
+        look = [n for n in sorted(again | set(index.racy)) if _listed(names, n)]
     now = time.time_ns()
     try:
         dfd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))

@@ -1,0 +1,190 @@
+"""The folder watch and symlinked notes: what a link leads to changes with no event in the folder.
+
+A watched folder is told of changes to its own entries only. A symlinked note's target
+can appear, vanish, become a folder or a FIFO, or be re-pointed out of the root while the
+link itself stays untouched; the pinned index must still equal the full scan at every
+call, never read a file outside the root, never hang and never raise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from atomic_agents.vault import Agent, _pinned
+
+from .test_pinned_index import note_text
+from .test_pinned_watch import make_agent, names, truth
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+
+
+@pytest.fixture
+def agent(agents_root: Path, monkeypatch: pytest.MonkeyPatch) -> Agent:
+    monkeypatch.setenv("ATOMIC_AGENTS_WATCH", "on")
+    monkeypatch.setattr(_pinned, "RACY_NS", 0)
+    return make_agent(agents_root, 12)
+
+
+@pytest.fixture
+def elsewhere(agent: Agent) -> Path:
+    path = agent.path / "journal"  # inside the root, outside the watched folder
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def no_hang() -> Iterator[None]:
+    """A call that blocks (opening a FIFO with no writer) fails the test instead of hanging the run."""
+    def alarm(*_: object) -> None:
+        raise TimeoutError("pinned_notes blocked")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(20)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def watched(agent: Agent) -> None:
+    for _ in range(3):  # the second call sets the watch up; the third is answered from it
+        assert names(agent) == truth(agent)
+
+
+def test_a_dangling_link_whose_target_appears_later_is_seen(agent: Agent, elsewhere: Path) -> None:
+    (agent.memory_dir / "reference_link.md").symlink_to(elsewhere / "later.md")
+    watched(agent)
+    (elsewhere / "later.md").write_text(note_text(90, pinned=True), encoding="utf-8")  # no event in memory/
+    assert "reference_link.md" in truth(agent)
+    assert names(agent) == truth(agent)
+
+
+def test_a_link_to_a_folder_that_becomes_a_note_is_seen(agent: Agent, elsewhere: Path) -> None:
+    (elsewhere / "dir.md").mkdir()
+    (agent.memory_dir / "reference_link.md").symlink_to(elsewhere / "dir.md")
+    watched(agent)
+    (elsewhere / "dir.md").rmdir()
+    (elsewhere / "dir.md").write_text(note_text(91, pinned=True), encoding="utf-8")
+    assert "reference_link.md" in truth(agent)
+    assert names(agent) == truth(agent)
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dangling"])
+def test_a_link_whose_target_stops_being_a_file_is_dropped(agent: Agent, elsewhere: Path, kind: str,
+                                                          no_hang: None) -> None:
+    target = elsewhere / "target.md"
+    target.write_text(note_text(92, pinned=True), encoding="utf-8")
+    (agent.memory_dir / "reference_link.md").symlink_to(target)
+    watched(agent)
+    assert "reference_link.md" in names(agent)
+    target.unlink()
+    if kind == "folder":
+        target.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(target)  # opening it for reading would block until a writer comes
+    assert names(agent) == truth(agent)
+    assert "reference_link.md" not in names(agent)
+
+
+def test_a_link_led_out_of_the_root_later_is_never_read(agent: Agent, elsewhere: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text(note_text(93, pinned=True), encoding="utf-8")
+    hop = elsewhere / "hop.md"
+    hop.write_text(note_text(93, pinned=False), encoding="utf-8")
+    (agent.memory_dir / "reference_link.md").symlink_to(hop)
+    watched(agent)
+    hop.unlink()
+    hop.symlink_to(outside / "secret.md")  # the note's link untouched, its target now leads out of the root
+    assert names(agent) == truth(agent)
+    index = json.loads((agent.agents_root / "_cache" / "vault" / "finance.memory.pinned.json").read_text())
+    assert "reference_link.md" not in index["stamps"]  # never stat'ed nor parsed through the link
+    assert "reference_link.md" not in index["pinned"]
+
+
+def test_a_symlink_loop_is_not_a_unit_and_raises_nothing(agent: Agent, elsewhere: Path) -> None:
+    (elsewhere / "x.md").symlink_to(elsewhere / "y.md")
+    (elsewhere / "y.md").symlink_to(elsewhere / "x.md")
+    (agent.memory_dir / "reference_loop.md").symlink_to(elsewhere / "x.md")
+    watched(agent)  # list_notes and pinned_notes: ELOOP is "not a file", as for a dangling link
+    assert "reference_loop.md" not in [n.filename for n in agent.list_notes()]
+    (elsewhere / "y.md").unlink()
+    (elsewhere / "y.md").write_text(note_text(94, pinned=True), encoding="utf-8")  # the loop undone elsewhere
+    assert "reference_loop.md" in truth(agent)
+    assert names(agent) == truth(agent)
+
+
+LINK_OPS = st.sampled_from(["link_dangling", "make_target", "target_dir", "target_fifo", "target_gone",
+                            "target_pin", "target_unpin", "target_out", "target_in", "link_to_link",
+                            "loop", "unloop", "unlink"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.tuples(LINK_OPS, st.integers(0, 3)), min_size=1, max_size=14))
+def test_links_equal_the_full_scan_through_any_change_of_their_targets(
+        agents_root: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        ops: list[tuple[str, int]]) -> None:
+    monkeypatch.setenv("ATOMIC_AGENTS_WATCH", "on")
+    monkeypatch.setattr(_pinned, "RACY_NS", 0)
+    root = agents_root / f"links{len(os.listdir(agents_root))}"
+    agent = make_agent(root, 6)
+    where = agent.path / "journal"
+    where.mkdir(exist_ok=True)
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "secret.md").write_text(note_text(99, pinned=True), encoding="utf-8")
+
+    def clear(p: Path) -> None:
+        if p.is_symlink() or p.is_file() or p.is_fifo():
+            p.unlink()
+        elif p.is_dir():
+            p.rmdir()
+
+    watched(agent)
+    old = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("blocked")))
+    signal.alarm(60)
+    try:
+        for op, i in ops:
+            link, target = agent.memory_dir / f"reference_l{i}.md", where / f"t{i}.md"
+            if op == "link_dangling" and not link.is_symlink():
+                link.symlink_to(target)
+            elif op == "link_to_link" and not link.is_symlink():
+                link.symlink_to(where / f"t{(i + 1) % 4}.md")
+            elif op == "unlink" and link.is_symlink():
+                link.unlink()
+            elif op in ("make_target", "target_pin", "target_unpin"):
+                clear(target)
+                target.write_text(note_text(i, pinned=op != "target_unpin"), encoding="utf-8")
+            elif op == "target_dir":
+                clear(target)
+                target.mkdir()
+            elif op == "target_fifo":
+                clear(target)
+                os.mkfifo(target)
+            elif op == "target_gone":
+                clear(target)
+            elif op == "target_out":
+                clear(target)
+                target.symlink_to(outside / "secret.md")
+            elif op == "target_in":
+                clear(target)
+                target.symlink_to(where / f"t{(i + 1) % 4}.md")
+            elif op == "loop":
+                clear(target)
+                target.symlink_to(target)
+            elif op == "unloop" and target.is_symlink():
+                clear(target)
+                target.write_text(note_text(i, pinned=True), encoding="utf-8")
+            assert names(agent) == truth(agent), op
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
