@@ -124,6 +124,18 @@ def test_a_symlink_loop_is_not_a_unit_and_raises_nothing(agent: Agent, elsewhere
     assert names(agent) == truth(agent)
 
 
+def test_a_fifo_met_while_looking_is_no_unit_and_no_hang(agent: Agent, no_hang: None) -> None:
+    """Replaced by a FIFO between the listing and the read (a race the listing cannot close): skipped, no wait."""
+    os.mkfifo(agent.memory_dir / "reference_fifo.md")
+    index = _pinned._Index({}, set(), {})
+    dfd = os.open(agent.memory_dir, os.O_RDONLY)
+    try:
+        _pinned._look(str(agent.memory_dir), "reference_fifo.md", dfd, 0, index)
+    finally:
+        os.close(dfd)
+    assert index.stamps == {} and index.pinned == set()
+
+
 LINK_OPS = st.sampled_from(["link_dangling", "make_target", "target_dir", "target_fifo", "target_gone",
                             "target_pin", "target_unpin", "target_out", "target_in", "link_to_link",
                             "loop", "unloop", "unlink"])

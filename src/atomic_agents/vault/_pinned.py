@@ -33,6 +33,7 @@ import bisect
 import contextlib
 import json
 import os
+import stat
 import threading
 import time
 from typing import Any
@@ -96,17 +97,29 @@ def _racy(st: os.stat_result, now: int) -> bool:
     return now - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS
 
 
+def _read_regular(dfd: int, name: str) -> tuple[os.stat_result, bytes] | None:
+    """The stat and bytes of ``name`` if it is a regular file (a FIFO, folder or device put there: ``None``, no hang)."""
+    try:  # follows a symlink the listing kept (one inside the root), as the scan does
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError:  # gone, unreadable, a loop
+        return None
+    with open(fd, "rb") as fh:
+        try:
+            st = os.fstat(fd)  # the stamp of the very file read, taken before the read
+            return (st, fh.read()) if stat.S_ISREG(st.st_mode) else None
+        except OSError:
+            return None
+
+
 def _look(folder: str, name: str, dfd: int, now: int, index: _Index) -> None:
     """Read and parse one new or changed file and put its entry in ``index`` (or none if it is gone)."""
     index.stamps.pop(name, None)
     index.pinned.discard(name)
     index.racy.pop(name, None)
-    try:
-        st = os.stat(name, dir_fd=dfd)  # follows a symlink the listing kept (one inside the root), as the scan does
-        with open(os.path.join(folder, name), "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
+    got = _read_regular(dfd, name)
+    if got is None:  # no entry: looked at again when it changes
         return
+    st, data = got
     path = os.path.join(folder, name)
     try:
         note = Note(path, "memory", parse(decode(data, path=path), path=path))
@@ -119,12 +132,9 @@ def _look(folder: str, name: str, dfd: int, now: int, index: _Index) -> None:
         index.racy[name] = _digest(data)  # of the very bytes parsed
 
 
-def _bytes_digest(folder: str, name: str) -> str | None:
-    try:
-        with open(os.path.join(folder, name), "rb") as fh:
-            return _digest(fh.read())
-    except OSError:
-        return None
+def _bytes_digest(dfd: int, name: str) -> str | None:
+    got = _read_regular(dfd, name)
+    return None if got is None else _digest(got[1])
 
 
 class _Live:
@@ -206,7 +216,7 @@ def _pinned_names(agent: Any, unit_type: UnitType) -> list[str] | None:
                 known = index.racy.get(name)
                 if known is None:
                     continue
-                if _bytes_digest(folder, name) == known:
+                if _bytes_digest(dfd, name) == known:
                     if not _racy(st, now):
                         del index.racy[name]  # checked after the tick: from now on the stamp alone tells
                         dirty = True
