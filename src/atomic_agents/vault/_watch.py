@@ -204,7 +204,7 @@ def changed(folder: str, who: str) -> set[str] | None:
                     return None
                 _watcher = _Watcher()
             return _watcher.changed(folder, who)
-        except (OSError, AttributeError, ValueError):
+        except (OSError, AttributeError, ValueError, ImportError):  # ImportError: a Python built without ctypes
             _failed = _watcher is None  # no inotify here: do not try again in this process
             if _watcher is not None:
                 _watcher.folders.pop(folder, None)

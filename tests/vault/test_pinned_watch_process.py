@@ -1,0 +1,137 @@
+"""The folder watch inside one process: missing pieces, fork, limits, long life, and paths that name the same folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from atomic_agents.bridge import _context, context
+from atomic_agents.vault import Agent, Vault, _pinned, _watch
+
+from .test_pinned_index import note_text
+from .test_pinned_watch import flip_in_place, make_agent, names, truth
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+
+
+@pytest.fixture
+def agent(agents_root: Path, monkeypatch: pytest.MonkeyPatch) -> Agent:
+    monkeypatch.setenv("ATOMIC_AGENTS_WATCH", "on")
+    monkeypatch.setattr(_pinned, "RACY_NS", 0)
+    return make_agent(agents_root, 12)
+
+
+def watched(agent: Agent) -> None:
+    for _ in range(3):  # the second call sets the watch up; the third is answered from it
+        assert names(agent) == truth(agent)
+
+
+def test_a_python_without_ctypes_falls_back_to_the_full_scan(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some builds have no ctypes (no libffi), and a setuid'd process may not be able to import it: no watch, no traceback."""
+    monkeypatch.setattr(_watch, "_watcher", None)
+    monkeypatch.setattr(_watch, "_failed", False)
+    monkeypatch.setattr(_watch, "_asked", set())
+    monkeypatch.setitem(sys.modules, "ctypes", None)  # `import ctypes` raises ImportError
+    watched(agent)
+    flip_in_place(agent.memory_dir / "reference_topic_0001.md")
+    assert names(agent) == truth(agent)
+    assert _watch._state() is None
+
+
+def test_a_real_queue_overflow_makes_the_next_call_look_at_everything(agent: Agent) -> None:
+    """More events than max_queued_events (16384 by default) between two looks: IN_Q_OVERFLOW, a full look."""
+    watched(agent)
+    folder = str(agent.memory_dir)
+    assert _watch.changed(folder, "probe") is None
+    try:
+        limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    except (OSError, ValueError):
+        limit = 16384
+    if limit > 100_000:
+        pytest.skip(f"max_queued_events={limit}: too many events to raise here")
+    a, b = agent.memory_dir / "reference_topic_0001.md", agent.memory_dir / "reference_topic_0002.md"
+    for _ in range(limit // 2 + 10):  # alternating: the kernel merges only an event equal to the last one queued
+        os.utime(a)
+        os.utime(b)
+    assert _watch.changed(folder, "probe") is None  # events were lost: not "these names"
+    flip_in_place(agent.memory_dir / "reference_topic_0003.md")
+    assert names(agent) == truth(agent)
+    assert _watch.changed(folder, "probe") == {"reference_topic_0003.md"}  # watched again from that look on
+    assert _watch.changed(folder, "probe") == set()
+
+
+def test_out_of_descriptors_falls_back_silently(agents_root: Path) -> None:
+    """inotify_init1 failing with EMFILE: the full scan, no traceback, the right notes."""
+    make_agent(agents_root, 12)
+    code = r"""
+import os, resource, sys
+from atomic_agents.vault import Vault, _watch
+a = Vault(sys.argv[1]).agent("finance")
+want = [n.filename for n in a.list_notes(pinned=True)]
+a.pinned_notes()  # the process's first ask: no watch yet
+folder = str(a.memory_dir)
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+fds = []
+try:
+    while True:
+        fds.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+got = _watch.changed(folder, "pinned:memory")  # the second ask would set the watch up: no descriptor left
+for fd in fds:
+    os.close(fd)
+print(got, _watch._state(), [n.filename for n in a.pinned_notes()] == want, [n.filename for n in a.pinned_notes()] == want)
+"""
+    env = {**os.environ, "ATOMIC_AGENTS_WATCH": "on", "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code, str(agents_root)], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["None", "None", "True", "True"]
+
+
+def test_one_folder_through_several_paths_and_vaults(agent: Agent, agents_root: Path) -> None:
+    """A symlinked agents root, a trailing slash, two Vault objects: each sees every change, whoever drained it."""
+    link = agents_root.parent / "root-link"
+    link.symlink_to(agents_root)
+    others = [Vault(link).agent("finance"), Vault(str(agents_root) + "/").agent("finance"),
+              Vault(agents_root).agent("finance")]
+    everyone = [agent, *others]
+    for _ in range(3):
+        for ag in everyone:
+            assert names(ag) == truth(ag)
+    for i in (1, 2, 4, 5):
+        flip_in_place(agent.memory_dir / f"reference_topic_{i:04d}.md")
+        for ag in everyone:
+            assert names(ag) == truth(ag)
+
+
+def test_descriptors_do_not_leak_over_many_agents(agents_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATOMIC_AGENTS_WATCH", "on")
+    vault = Vault(agents_root)
+    agents = []
+    for k in range(30):
+        ag, _ = vault.init_agent(f"agent{k}")
+        (ag.memory_dir / "reference_a.md").write_text(note_text(k, pinned=True), encoding="utf-8")
+        (ag.path / "model.md").write_text("# MODEL\n\n## Token budget\n- Max system prompt: 100000 tokens\n")
+        agents.append(ag)
+    for ag in agents:
+        ag.pinned_notes(), ag.pinned_notes("wiki")
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        for ag in agents:
+            ag.pinned_notes(), ag.pinned_notes("wiki"), context(ag)
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_the_watch_switched_off_and_on_between_calls(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+    watched(agent)
+    for step in range(5):
+        monkeypatch.setenv("ATOMIC_AGENTS_WATCH", "off" if step % 2 else "on")
+        flip_in_place(agent.memory_dir / f"reference_topic_{step:04d}.md")
+        assert names(agent) == truth(agent)
+        (agent.memory_dir / f"reference_topic_{step + 6:04d}.md").rename(agent.memory_dir / "reference_topic_0011.md")
+        assert names(agent) == truth(agent)  # a rename onto an existing name (IN_MOVED_TO over it)
