@@ -43,6 +43,45 @@ def test_a_python_without_ctypes_falls_back_to_the_full_scan(agent: Agent, monke
     assert _watch._state() is None
 
 
+def _fork_and_call(fn: object) -> int:
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            import signal
+
+            signal.alarm(10)  # a deadlocked child dies of SIGALRM instead of hanging the run
+            fn()  # type: ignore[operator]
+            code = 0
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+@pytest.mark.parametrize("lock", ["pinned", "sub-index"])
+def test_a_child_forked_while_another_thread_looks_does_not_deadlock(agent: Agent, lock: str) -> None:
+    """The locks that keep one look at a time are held by a thread that does not exist in the child."""
+    (agent.path / "model.md").write_text("# MODEL\n\n## Token budget\n- Max system prompt: 100000 tokens\n")
+    watched(agent)
+    held = _pinned._looking if lock == "pinned" else _context._sub_lock
+    inside, leave = threading.Event(), threading.Event()
+
+    def looking() -> None:
+        with held:
+            inside.set()
+            leave.wait(30)
+
+    t = threading.Thread(target=looking)
+    t.start()
+    inside.wait(5)
+    try:
+        status = _fork_and_call(lambda: (agent.pinned_notes(), context(agent)))
+    finally:
+        leave.set()
+        t.join()
+    assert status == 0
+
+
 def test_a_real_queue_overflow_makes_the_next_call_look_at_everything(agent: Agent) -> None:
     """More events than max_queued_events (16384 by default) between two looks: IN_Q_OVERFLOW, a full look."""
     watched(agent)

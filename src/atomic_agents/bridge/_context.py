@@ -252,6 +252,17 @@ _sub_names: dict[str, list[str]] = {}  # memory folder -> its sub-index names, w
 _sub_lock = threading.Lock()
 
 
+def _reset_after_fork() -> None:
+    """A child starts afresh: the lock may be held by a thread that is not in the child (it would never be released)."""
+    global _sub_lock
+    _sub_lock = threading.Lock()
+    _sub_names.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
 def _sub_index_names(folder: str) -> list[str]:
     """``INDEX_*.md`` in ``folder``, in the order INDEX.md lists them (INDEX_x_2.md before INDEX_x_10.md).
 

@@ -151,6 +151,17 @@ _live: dict[tuple[str, str, str], _Live] = {}
 _looking = threading.Lock()
 
 
+def _reset_after_fork() -> None:
+    """A child starts afresh: the lock may be held by a thread that is not in the child (it would never be released)."""
+    global _looking
+    _looking = threading.Lock()
+    _live.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
 def _forget(index: _Index, name: str) -> None:
     index.stamps.pop(name, None)
     index.pinned.discard(name)
