@@ -82,6 +82,22 @@ def test_a_child_forked_while_another_thread_looks_does_not_deadlock(agent: Agen
     assert status == 0
 
 
+def test_names_for_an_asker_that_stopped_asking_do_not_pile_up(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-lived process: an asker (one cache) that no longer asks must not keep every name written since."""
+    monkeypatch.setattr(_watch, "MAX_PENDING", 50)
+    watched(agent)
+    folder = str(agent.memory_dir)
+    assert _watch.changed(folder, "gone quiet") is None  # registered, then never asks again
+    for i in range(120):  # unique names, as atomic_write's temp files are
+        (agent.memory_dir / f".tmp_{i}").write_text("x")
+    assert names(agent) == truth(agent)  # the active asker keeps up
+    watcher = _watch._state()
+    assert watcher is not None
+    assert all(len(p) <= 50 for f in watcher.folders.values() for p in f.pending.values())
+    assert _watch.changed(folder, "gone quiet") is None  # its names were dropped: it looks at everything
+    assert _watch.changed(folder, "gone quiet") == set()
+
+
 def test_a_real_queue_overflow_makes_the_next_call_look_at_everything(agent: Agent) -> None:
     """More events than max_queued_events (16384 by default) between two looks: IN_Q_OVERFLOW, a full look."""
     watched(agent)

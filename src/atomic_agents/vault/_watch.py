@@ -56,6 +56,9 @@ _MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | 
          | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 _GONE = IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT | IN_IGNORED
 _EVENT = struct.Struct("iIII")
+# Names kept per asker between two of its calls; past that, telling them saves nothing over a full look,
+# and an asker that stopped asking (in a long-lived process) would keep every name written since.
+MAX_PENDING = 8192
 
 # File systems whose every write, from any process of any mount of this kernel, raises an event here.
 LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "overlay", "zfs", "f2fs",
@@ -114,8 +117,10 @@ class _Watcher:
         if mask & _GONE:
             f.valid = False
         elif name:
-            for names in f.pending.values():
+            for who, names in list(f.pending.items()):
                 names.add(name)
+                if len(names) > MAX_PENDING:  # an asker gone quiet (or a flood): it looks at everything next time
+                    del f.pending[who]
 
     def changed(self, folder: str, who: str) -> set[str] | None:
         st = os.stat(folder)  # the folder the caller will list (a symlinked folder: its target, as the listing)
