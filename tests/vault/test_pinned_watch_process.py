@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -53,6 +54,10 @@ def _fork_and_call(fn: object) -> int:
             signal.alarm(10)  # a deadlocked child dies of SIGALRM instead of hanging the run
             fn()  # type: ignore[operator]
             code = 0
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()  # shown with the test's captured output
         finally:
             os._exit(code)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
@@ -190,3 +195,35 @@ def test_the_watch_switched_off_and_on_between_calls(agent: Agent, monkeypatch: 
         assert names(agent) == truth(agent)
         (agent.memory_dir / f"reference_topic_{step + 6:04d}.md").rename(agent.memory_dir / "reference_topic_0011.md")
         assert names(agent) == truth(agent)  # a rename onto an existing name (IN_MOVED_TO over it)
+
+
+def test_a_note_nobody_may_read_is_an_error_naming_it_not_a_traceback(agent: Agent, tmp_path: Path) -> None:
+    """``chmod 000`` on a note: list_notes skips it (list_units names it), pinned_notes equals list_notes, watched or not."""
+    watched(agent)  # every module the child needs is imported here (the child may not read the interpreter's files)
+    agent.list_units(pinned=True)
+    context_free = Path(tempfile.mkdtemp(prefix="aa-unreadable-"))
+    os.chmod(context_free, 0o777)  # noqa: S103 - the child runs as nobody
+
+    def child() -> None:
+        if os.geteuid() == 0:  # root reads a mode-000 file: be someone else
+            os.setgid(65534)
+            os.setuid(65534)
+        ag, _ = Vault(context_free / "agents").init_agent("finance")
+        for i in range(4):
+            (ag.memory_dir / f"reference_topic_{i:04d}.md").write_text(note_text(i, pinned=True), encoding="utf-8")
+        for _ in range(3):
+            assert names(ag) == truth(ag)
+        locked = ag.memory_dir / "reference_topic_0002.md"
+        locked.chmod(0)
+        for _ in range(2):
+            assert names(ag) == truth(ag) == ["reference_topic_0000.md", "reference_topic_0001.md",
+                                              "reference_topic_0003.md"]
+        _, errors = ag.list_units()
+        assert [(os.path.basename(e.path or ""), e.rule) for e in errors] == [("reference_topic_0002.md", "readable")]
+        locked.chmod(0o644)
+        assert len(names(ag)) == 4 and names(ag) == truth(ag)
+
+    try:
+        assert _fork_and_call(child) == 0
+    finally:
+        subprocess.run(["rm", "-rf", str(context_free)], check=False)

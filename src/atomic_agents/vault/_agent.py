@@ -228,6 +228,9 @@ class Agent:
                 errors.append(exc)
             except FileNotFoundError:
                 continue  # removed while we looked: not a unit any more
+            except OSError as exc:  # chmod 000, an I/O error: named, skipped like a unit that does not parse
+                errors.append(ValidationError(f"cannot be read: {exc.strerror or exc}", path=p, field="file",
+                                              rule="readable"))
         return notes, errors
 
     def parse_cache(self) -> ParseCache:
