@@ -200,3 +200,29 @@ def test_links_equal_the_full_scan_through_any_change_of_their_targets(
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_a_folder_whose_path_now_leads_out_of_the_root_is_not_read(agent: Agent, agents_root: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory folder is a link to a folder inside the root; that folder's parent is moved out and the link
+    re-pointed to it: the same folder (same inode, its watch intact, no event in it), now outside the root."""
+    monkeypatch.setattr(_pinned, "RACY_NS", 10**18)  # every note racy: each is digest-checked at every call
+    shared = agents_root / "shared"
+    shared.mkdir()
+    agent.memory_dir.rename(shared / "mem")
+    agent.memory_dir.symlink_to(shared / "mem")
+    watched(agent)
+    assert names(agent)
+    shared.rename(tmp_path / "moved-out")  # same file system: the folder keeps its inode
+    agent.memory_dir.unlink()
+    agent.memory_dir.symlink_to(tmp_path / "moved-out" / "mem")
+    read: list[str] = []
+    real = _pinned._read_regular
+
+    def spy(dfd: int, name: str) -> object:
+        read.append(name)
+        return real(dfd, name)
+
+    monkeypatch.setattr(_pinned, "_read_regular", spy)
+    assert names(agent) == truth(agent) == []
+    assert read == []  # no note of the folder outside the root was opened

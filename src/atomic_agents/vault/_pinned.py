@@ -140,10 +140,10 @@ def _bytes_digest(dfd: int, name: str) -> str | None:
 class _Live:
     """What this process knows of one folder between two calls (used only while :func:`._watch.changed` vouches for it)."""
 
-    __slots__ = ("always", "index", "names")
+    __slots__ = ("always", "index", "names", "where")
 
-    def __init__(self, index: _Index, names: list[str], always: set[str]) -> None:
-        self.index, self.names, self.always = index, names, always
+    def __init__(self, index: _Index, names: list[str], always: set[str], where: tuple[str, str]) -> None:
+        self.index, self.names, self.always, self.where = index, names, always, where
 
 
 # (agents root, folder, unit type) -> what the last call saw
@@ -179,8 +179,11 @@ def _pinned_names(agent: Any, unit_type: UnitType) -> list[str] | None:
     key = (str(agent.agents_root), folder, unit_type)
     news = changed(folder, f"pinned:{unit_type}")  # before looking: a write from here on shows at the next call
     live = _live.pop(key, None)
+    # The listing's rule (which entries lead out of the root) depends on where the root and the folder resolve
+    # to: the same watched folder can be reached by a new path (a parent moved, a link re-pointed) with no event.
+    where = (os.path.realpath(agent.agents_root), os.path.realpath(folder))
     dirty = False
-    if news is None or live is None:
+    if news is None or live is None or live.where != where:
         links: set[str] = set()
         names = agent._unit_names(unit_type, links=links)  # the listing the slow path uses: nothing out of the root
         index = _load(agent, unit_type)  # every stamp is checked below: the shared index is as good as ours
@@ -238,7 +241,7 @@ def _pinned_names(agent: Any, unit_type: UnitType) -> list[str] | None:
         os.close(dfd)
     if dirty:
         _save(agent, unit_type, index)
-    _live[key] = _Live(index, names, links)  # what the next call starts from if the watch vouches for the folder
+    _live[key] = _Live(index, names, links, where)  # what the next call starts from if the watch vouches for the folder
     return sorted(index.pinned)
 
 
