@@ -227,3 +227,70 @@ def test_a_note_nobody_may_read_is_an_error_naming_it_not_a_traceback(agent: Age
         assert _fork_and_call(child) == 0
     finally:
         subprocess.run(["rm", "-rf", str(context_free)], check=False)
+
+
+def same_context(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The context from the watch equals the context of a process that looks at every file (watch off)."""
+    watched_json = context(agent).to_json()
+    monkeypatch.setenv("ATOMIC_AGENTS_WATCH", "off")
+    try:
+        assert watched_json == context(agent).to_json()
+    finally:
+        monkeypatch.setenv("ATOMIC_AGENTS_WATCH", "on")
+    assert names(agent) == truth(agent)
+
+
+@pytest.mark.parametrize("change", ["dir", "fifo", "dangling", "agent_renamed_back", "agent_renamed_new",
+                                    "folder_link_inside", "folder_link_outside", "recreated", "bad_utf8",
+                                    "sub_index_via_link"])
+def test_replaced_entries_and_folders_equal_a_full_look(agent: Agent, agents_root: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    (agent.path / "model.md").write_text("# MODEL\n\n## Token budget\n- Max system prompt: 100000 tokens\n")
+    other = agents_root / "other-memory"
+    other.mkdir()
+    (other / "reference_other.md").write_text(note_text(70, pinned=True), encoding="utf-8")
+    (other / "INDEX_reference_2.md").write_text("# INDEX: reference (2)\n\n- [[reference_other]]\n", encoding="utf-8")
+    outside = tmp_path / "outside-memory"
+    outside.mkdir()
+    (outside / "reference_out.md").write_text(note_text(71, pinned=True), encoding="utf-8")
+    for _ in range(3):
+        same_context(agent, monkeypatch)
+    mem, note = agent.memory_dir, agent.memory_dir / "reference_topic_0000.md"  # a pinned one
+    if change in ("dir", "fifo", "dangling"):
+        note.unlink()
+        if change == "dir":
+            note.mkdir()
+        elif change == "fifo":
+            os.mkfifo(note)
+        else:
+            note.symlink_to(agent.path / "nowhere.md")
+    elif change.startswith("agent_renamed"):
+        agent.path.rename(agents_root / "renamed")
+        assert names(agent) == truth(agent) == []
+        if change == "agent_renamed_back":
+            (agents_root / "renamed").rename(agent.path)
+            flip_in_place(mem / "reference_topic_0001.md")
+        else:
+            Vault(agents_root).init_agent("finance")
+            (agent.path / "model.md").write_text("# MODEL\n\n## Token budget\n- Max system prompt: 100000 tokens\n")
+            (mem / "reference_new.md").write_text(note_text(72, pinned=True), encoding="utf-8")
+    elif change in ("folder_link_inside", "folder_link_outside", "sub_index_via_link"):
+        mem.rename(agents_root / "old-memory")
+        mem.symlink_to(outside if change == "folder_link_outside" else other)
+        if change == "sub_index_via_link":
+            (other / "INDEX_reference_3.md").write_text("# INDEX: reference (3)\n", encoding="utf-8")
+    elif change == "recreated":
+        subprocess.run(["rm", "-rf", str(mem)], check=True)
+        mem.mkdir()  # often the very inode number just freed
+        (mem / "reference_topic_0000.md").write_text(note_text(0, pinned=False), encoding="utf-8")
+    elif change == "bad_utf8":
+        bad = os.path.join(os.fsencode(mem), b"reference_\xff\xfe.md")
+        with open(bad, "wb") as fh:
+            fh.write(note_text(73, pinned=True).encode())
+        assert "reference_\udcff\udcfe.md" in truth(agent)
+    if change == "folder_link_outside":
+        assert names(agent) == truth(agent) == []
+    if change == "bad_utf8":  # the context shows the name's bytes escaped: text that any tokenizer and JSON take
+        assert "memory/reference_\\xff\\xfe.md" in [p.source for p in context(agent).parts]
+    for _ in range(2):
+        same_context(agent, monkeypatch)

@@ -186,7 +186,9 @@ def _note_text(note: Note, heading: str) -> str:
 
 
 def _rel(agent: Agent, note: Note) -> str:
-    return f"{agent.folder(note.unit_type).name}/{note.filename}"
+    """``memory/<file>`` as text: a file name that is not UTF-8 (held with surrogate escapes) shows its bytes as ``\\xff``."""
+    rel = f"{agent.folder(note.unit_type).name}/{note.filename}"
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _budget(agent: Agent, budget: int | None) -> tuple[int, str]:
