@@ -294,3 +294,22 @@ def test_replaced_entries_and_folders_equal_a_full_look(agent: Agent, agents_roo
         assert "memory/reference_\\xff\\xfe.md" in [p.source for p in context(agent).parts]
     for _ in range(2):
         same_context(agent, monkeypatch)
+
+
+def test_a_device_number_reused_by_a_network_mount_is_not_trusted(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unmount a local file system, mount NFS on the same place: it often gets the freed (anonymous) device number.
+
+    The mount table is faked (a test cannot mount): first the folder's device is tmpfs, after the unmount nfs.
+    """
+    mounts = {"type": "tmpfs"}
+    monkeypatch.setattr(_watch, "_fs_type", lambda dev: mounts["type"])  # fake mount table
+    watched(agent)
+    folder = str(agent.memory_dir)
+    assert _watch.changed(folder, "probe") is None
+    assert _watch.changed(folder, "probe") == set()  # trusted while local
+    watcher = _watch._state()
+    assert watcher is not None
+    watcher.dispatch(watcher.folders[folder].wd, _watch.IN_UNMOUNT, "")  # what the kernel says at the unmount
+    mounts["type"] = "nfs"  # the new mount, same st_dev
+    assert _watch.changed(folder, "probe") is None
+    assert _watch.changed(folder, "probe") is None  # never trusted again: writes from other machines raise nothing here

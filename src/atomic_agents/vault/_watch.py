@@ -89,7 +89,6 @@ class _Watcher:
         self.fd = fd
         self.folders: dict[str, _Folder] = {}
         self.by_wd: dict[int, _Folder] = {}
-        self.local: dict[int, bool] = {}  # st_dev -> a local file system
 
     def drain(self) -> None:
         """Read every queued event into the folders' pending names."""
@@ -133,7 +132,7 @@ class _Watcher:
                 return None  # a new asker: it looks at everything once, from now on it is told
             out, f.pending[who] = f.pending[who], set()
             return out
-        if not self._is_local(st.st_dev, folder):
+        if _fs_type(st.st_dev) not in LOCAL_FS:  # asked at each set-up: a device number is reused by the next mount
             return None
         if f is not None:
             self.folders.pop(folder, None)
@@ -151,12 +150,6 @@ class _Watcher:
         self.folders[folder] = new
         self.by_wd[wd] = new
         return None  # the caller looks at every file now; what changes from here on shows next time
-
-    def _is_local(self, dev: int, folder: str) -> bool:
-        known = self.local.get(dev)
-        if known is None:
-            known = self.local[dev] = _fs_type(dev) in LOCAL_FS
-        return known
 
 
 def _fs_type(dev: int) -> str | None:
