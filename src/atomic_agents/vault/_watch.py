@@ -22,9 +22,10 @@ It only ever answers "these names" when that answer is complete, else ``None``
 
 What no watch on the folder can see, the caller looks at every time: a symlinked
 entry (its target is written elsewhere) and a file with more than one hard link (it
-can be written by its other name). A hard link made elsewhere *after* a look, then
-written through, is the one change this cannot see until the next full look (as with
-git's fsmonitor and watchman); ``ATOMIC_AGENTS_WATCH=off`` stats every file every time.
+can be written by its other name). Two changes this cannot see until the next full look
+(as with git's fsmonitor and watchman): a hard link made elsewhere *after* a look, then
+written through, and a write through a shared memory map (inotify(7): ``mmap`` writes
+raise no event); ``ATOMIC_AGENTS_WATCH=off`` stats every file every time.
 
 Events are queued by the kernel inside the writing system call, so a write that
 returned before :func:`changed` is called is in the answer; nothing runs in the
