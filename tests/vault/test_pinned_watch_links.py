@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from atomic_agents.vault import Agent, _pinned
 
 from .test_pinned_index import note_text
-from .test_pinned_watch import make_agent, names, truth
+from .test_pinned_watch import flip_in_place, make_agent, names, truth
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
 
@@ -226,3 +226,18 @@ def test_a_folder_whose_path_now_leads_out_of_the_root_is_not_read(agent: Agent,
     monkeypatch.setattr(_pinned, "_read_regular", spy)
     assert names(agent) == truth(agent) == []
     assert read == []  # no note of the folder outside the root was opened
+
+
+@pytest.mark.parametrize("through", ["new name", "old name"])
+def test_a_hard_link_made_in_the_folder_after_a_look_is_followed_by_both_names(agent: Agent, through: str) -> None:
+    """``ln a.md b.md`` in the watched folder: the event names b.md only, yet a.md is the same file from now on."""
+    watched(agent)
+    old, new = agent.memory_dir / "reference_topic_0001.md", agent.memory_dir / "reference_twin.md"
+    os.link(old, new)
+    assert names(agent) == truth(agent)
+    for _ in range(2):
+        flip_in_place(new if through == "new name" else old)  # an in-place write: an event for that name only
+        assert names(agent) == truth(agent)
+    new.unlink()
+    flip_in_place(old)
+    assert names(agent) == truth(agent)

@@ -183,6 +183,7 @@ def _pinned_names(agent: Any, unit_type: UnitType) -> list[str] | None:
     # to: the same watched folder can be reached by a new path (a parent moved, a link re-pointed) with no event.
     where = (os.path.realpath(agent.agents_root), os.path.realpath(folder))
     dirty = False
+    tracked: set[str] | None = None  # watched: the names already stat'ed at every call (new hard links show against it)
     if news is None or live is None or live.where != where:
         links: set[str] = set()
         names = agent._unit_names(unit_type, links=links)  # the listing the slow path uses: nothing out of the root
@@ -194,6 +195,7 @@ def _pinned_names(agent: Any, unit_type: UnitType) -> list[str] | None:
             dirty = True
     else:
         index, names, links = live.index, live.names, live.always
+        tracked = set(links)
         again = news | links  # a symlink can turn into a unit or out of one (its target came, went, moved) with no event here
         for name in again:
             unit, link = agent._unit_name(unit_type, name)
@@ -217,7 +219,8 @@ def _pinned_names(agent: Any, unit_type: UnitType) -> list[str] | None:
         return None
     try:
         stamps = index.stamps
-        for name in look:
+        todo = list(look)
+        for name in todo:  # grows by the other names of a file hard-linked since the last look (below)
             try:
                 st = os.stat(name, dir_fd=dfd)
             except FileNotFoundError:
@@ -226,6 +229,13 @@ def _pinned_names(agent: Any, unit_type: UnitType) -> list[str] | None:
                 continue
             if st.st_nlink > 1:
                 links.add(name)  # another name of the same file can be written without an event here
+                if tracked is not None and name not in tracked:  # hard-linked since the last look (e.g. `ln a.md b.md`)
+                    tracked.add(name)
+                    ino = f"{st.st_ino} "
+                    for other, stamp in stamps.items():  # its other names here got no event: stat'ed from now on
+                        if stamp.startswith(ino) and other not in tracked and _listed(names, other):
+                            tracked.add(other)
+                            todo.append(other)
             if stamps.get(name) == _stamp_text(st):
                 known = index.racy.get(name)
                 if known is None:
