@@ -313,3 +313,16 @@ def test_a_device_number_reused_by_a_network_mount_is_not_trusted(agent: Agent, 
     mounts["type"] = "nfs"  # the new mount, same st_dev
     assert _watch.changed(folder, "probe") is None
     assert _watch.changed(folder, "probe") is None  # never trusted again: writes from other machines raise nothing here
+
+
+def test_a_file_where_the_notes_folder_should_be_is_a_typed_error(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+    from atomic_agents.exceptions import ValidationError
+
+    (agent.path / "model.md").write_text("# MODEL\n\n## Token budget\n- Max system prompt: 100000 tokens\n")
+    for _ in range(3):
+        same_context(agent, monkeypatch)  # watched
+    subprocess.run(["rm", "-rf", str(agent.memory_dir)], check=True)
+    agent.memory_dir.write_text("not a folder\n")
+    for call in (lambda: agent.list_notes(pinned=True), agent.pinned_notes, lambda: context(agent)):
+        with pytest.raises(ValidationError, match="memory/ is not a folder"):
+            call()

@@ -278,7 +278,7 @@ def _sub_index_names(folder: str) -> list[str]:
             try:  # names in C (a pathlib glob matches 10,000 note names in Python)
                 known = sorted((n for n in os.listdir(folder) if n.startswith("INDEX_") and n.endswith(".md")),
                                key=_natural)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # no folder: no sub-index (the notes' listing says why)
                 known = []
         _sub_names[folder] = known
         return list(known)

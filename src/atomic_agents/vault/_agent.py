@@ -138,6 +138,8 @@ class Agent:
                 entries = [e for e in it if _unit_like(e.name)]
         except FileNotFoundError:
             return []
+        except NotADirectoryError:  # a file (or a link to one) where the folder should be
+            raise ValidationError(f"{folder.name}/ is not a folder", path=folder, field="folder", rule="folder") from None
         folder_inside = _inside(self.agents_root, folder)
         names = []
         for e in sorted(entries, key=lambda e: e.name):
