@@ -326,3 +326,42 @@ def test_a_file_where_the_notes_folder_should_be_is_a_typed_error(agent: Agent, 
     for call in (lambda: agent.list_notes(pinned=True), agent.pinned_notes, lambda: context(agent)):
         with pytest.raises(ValidationError, match="memory/ is not a folder"):
             call()
+
+
+_LIMITED = r"""
+import os, sys
+from atomic_agents.vault import Vault, _watch
+vault = Vault(sys.argv[1])
+agents = [vault.agent("finance"), vault.agent("legal")]
+out = []
+for step in range(4):
+    for ag in agents:
+        if step == 3:
+            p = ag.memory_dir / "reference_topic_0001.md"
+            p.write_text(p.read_text().replace("pinned: false", "pinned: true "))
+        want = [n.filename for n in ag.list_notes(pinned=True)]
+        out.append([n.filename for n in ag.pinned_notes()] == want)
+w = _watch._state()
+print(all(out), "none" if w is None else len({f.wd for f in w.folders.values()}))
+"""
+
+
+@pytest.mark.parametrize(("limit", "value", "watches"), [("max_inotify_watches", 1, "1"),
+                                                         ("max_inotify_instances", 0, "none")])
+def test_the_user_s_inotify_limits_reached_fall_back_silently(agents_root: Path, limit: str, value: int,
+                                                              watches: str) -> None:
+    """ENOSPC from inotify_add_watch (watch limit) and EMFILE from inotify_init1 (instance limit), for real:
+    in a user namespace of its own the limits are set without touching anyone else's."""
+    make_agent(agents_root, 12)
+    ag, _ = Vault(agents_root).init_agent("legal")
+    for i in range(12):
+        (ag.memory_dir / f"reference_topic_{i:04d}.md").write_text(note_text(i, pinned=i % 5 == 0), encoding="utf-8")
+    probe = subprocess.run(["unshare", "-Ur", "sh", "-c", f"echo {value} > /proc/sys/user/{limit}"],
+                           capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"no user namespace here to set {limit} in: {probe.stderr.strip()}")
+    env = {**os.environ, "ATOMIC_AGENTS_WATCH": "on", "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(["unshare", "-Ur", "sh", "-c", f'echo {value} > /proc/sys/user/{limit} && exec "$@"', "sh",
+                          sys.executable, "-c", _LIMITED, str(agents_root)], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", watches]  # one folder watched, the other looked at in full every time
