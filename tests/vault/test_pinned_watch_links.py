@@ -241,3 +241,83 @@ def test_a_hard_link_made_in_the_folder_after_a_look_is_followed_by_both_names(a
     new.unlink()
     flip_in_place(old)
     assert names(agent) == truth(agent)
+
+
+MIXED_OPS = st.sampled_from(["write", "pin_in_place", "rename_over", "rename_out", "rename_back", "hard_link",
+                             "write_twin", "to_dir", "to_fifo", "to_dangling", "to_link", "sub_index",
+                             "drop_sub_index", "other_vault_looks"])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.tuples(MIXED_OPS, st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=12))
+def test_contexts_and_pinned_notes_equal_a_full_look_through_mixed_changes(
+        agents_root: Path, monkeypatch: pytest.MonkeyPatch, ops: list[tuple[str, int, int]]) -> None:
+    """Several askers on one folder (pinned notes, sub-index names, a second Vault through a symlinked root)."""
+    from atomic_agents.bridge import context
+    from atomic_agents.vault import Vault
+
+    monkeypatch.setenv("ATOMIC_AGENTS_WATCH", "on")
+    monkeypatch.setattr(_pinned, "RACY_NS", 0)
+    root = agents_root / f"mixed{len(os.listdir(agents_root))}"
+    agent = make_agent(root, 6)
+    (agent.path / "model.md").write_text("# MODEL\n\n## Token budget\n- Max system prompt: 100000 tokens\n")
+    link_root = agents_root / f"{root.name}-link"
+    link_root.symlink_to(root)
+    other = Vault(link_root).agent("finance")
+    mem, parked = agent.memory_dir, agent.path / "journal"
+    parked.mkdir(exist_ok=True)
+
+    def same() -> None:
+        got = context(agent).to_json()
+        monkeypatch.setenv("ATOMIC_AGENTS_WATCH", "off")
+        try:
+            assert got == context(agent).to_json()
+            want = truth(agent)
+        finally:
+            monkeypatch.setenv("ATOMIC_AGENTS_WATCH", "on")
+        assert names(agent) == want
+
+    for _ in range(3):
+        same()
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("blocked")))
+    signal.alarm(60)
+    try:
+        for op, i, j in ops:
+            p, q = mem / f"reference_topic_{i:04d}.md", mem / f"reference_topic_{j:04d}.md"
+            regular = p.is_file() and not p.is_symlink()
+            if op == "write":
+                p.unlink(missing_ok=True) if p.is_symlink() or p.is_fifo() else None
+                if p.is_dir():
+                    p.rmdir()
+                p.write_text(note_text(i, pinned=(i + j) % 2 == 0), encoding="utf-8")
+            elif op == "pin_in_place" and regular:
+                flip_in_place(p)
+            elif op == "rename_over" and p.exists() and i != j and p.is_dir() == q.is_dir():
+                p.rename(q)
+            elif op == "rename_out" and p.exists():
+                p.rename(parked / p.name)
+            elif op == "rename_back" and (parked / p.name).exists() and not p.exists() and not p.is_symlink():
+                (parked / p.name).rename(p)
+            elif op == "hard_link" and regular and not (mem / f"reference_twin_{j}.md").exists():
+                os.link(p, mem / f"reference_twin_{j}.md")
+            elif op == "write_twin" and (mem / f"reference_twin_{j}.md").is_file():
+                flip_in_place(mem / f"reference_twin_{j}.md")
+            elif op in ("to_dir", "to_fifo", "to_dangling", "to_link") and (regular or p.is_symlink()):
+                p.unlink()
+                if op == "to_dir":
+                    p.mkdir()
+                elif op == "to_fifo":
+                    os.mkfifo(p)
+                elif op == "to_dangling":
+                    p.symlink_to(parked / "nowhere.md")
+                elif q != p and q.exists():
+                    p.symlink_to(q)
+            elif op == "sub_index":
+                (mem / f"INDEX_reference_{i + 2}.md").write_text(f"# INDEX: reference ({i + 2})\n", encoding="utf-8")
+            elif op == "drop_sub_index":
+                (mem / f"INDEX_reference_{i + 2}.md").unlink(missing_ok=True)
+            elif op == "other_vault_looks":
+                assert names(other) == truth(other)
+            same()
+    finally:
+        signal.alarm(0)
