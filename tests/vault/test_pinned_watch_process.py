@@ -365,3 +365,20 @@ def test_the_user_s_inotify_limits_reached_fall_back_silently(agents_root: Path,
                           sys.executable, "-c", _LIMITED, str(agents_root)], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", watches]  # one folder watched, the other looked at in full every time
+
+
+def test_the_wiki_folder_is_watched_on_its_own(agent: Agent) -> None:
+    for i in range(4):
+        (agent.wiki_dir / f"page_{i}.md").write_text(note_text(i, pinned=i % 2 == 0), encoding="utf-8")
+
+    def wiki() -> tuple[list[str], list[str]]:
+        return names(agent, "wiki"), truth(agent, "wiki")
+
+    for _ in range(3):
+        fast, slow = wiki()
+        assert fast == slow
+    flip_in_place(agent.wiki_dir / "page_1.md")
+    flip_in_place(agent.memory_dir / "reference_topic_0001.md")  # the other folder's events are its own
+    fast, slow = wiki()
+    assert fast == slow and "page_1.md" in fast
+    assert names(agent) == truth(agent)
