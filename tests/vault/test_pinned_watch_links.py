@@ -321,3 +321,21 @@ def test_contexts_and_pinned_notes_equal_a_full_look_through_mixed_changes(
             same()
     finally:
         signal.alarm(0)
+
+
+@pytest.mark.parametrize("watch", ["on", "off"])
+def test_a_listed_note_that_turned_into_a_symlink_loop_since_the_listing_is_dropped(
+        agent: Agent, monkeypatch: pytest.MonkeyPatch, watch: str) -> None:
+    """The race between the listing and the stat: the listing is made stale on purpose (it still names the loop)."""
+    from atomic_agents.vault import _agent
+
+    monkeypatch.setenv("ATOMIC_AGENTS_WATCH", watch)
+    want = truth(agent)
+    (agent.memory_dir / "reference_loop.md").symlink_to("reference_loop.md")
+    real = _agent.Agent._unit_names
+
+    def stale(self: Agent, *a: object, **k: object) -> list[str]:
+        return sorted([*real(self, *a, **k), "reference_loop.md"])  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_agent.Agent, "_unit_names", stale)
+    assert names(agent) == want

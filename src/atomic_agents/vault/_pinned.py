@@ -223,8 +223,8 @@ def _pinned_names(agent: Any, unit_type: UnitType) -> list[str] | None:
         for name in todo:  # grows by the other names of a file hard-linked since the last look (below)
             try:
                 st = os.stat(name, dir_fd=dfd)
-            except FileNotFoundError:
-                _look(folder, name, dfd, now, index)  # removed while we looked: its entry goes
+            except OSError:  # gone, or (since the listing) a symlink loop, unreadable: its entry goes
+                _look(folder, name, dfd, now, index)
                 dirty = True
                 continue
             if st.st_nlink > 1:
