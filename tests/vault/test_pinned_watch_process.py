@@ -54,7 +54,7 @@ def _fork_and_call(fn: object) -> int:
             signal.alarm(10)  # a deadlocked child dies of SIGALRM instead of hanging the run
             fn()  # type: ignore[operator]
             code = 0
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - the child reports whatever ended it, then exits
             import traceback
 
             traceback.print_exc()  # shown with the test's captured output
@@ -148,7 +148,7 @@ for fd in fds:
 print(got, _watch._state(), [n.filename for n in a.pinned_notes()] == want, [n.filename for n in a.pinned_notes()] == want)
 """
     env = {**os.environ, "ATOMIC_AGENTS_WATCH": "on", "PYTHONPATH": os.pathsep.join(sys.path)}
-    out = subprocess.run([sys.executable, "-c", code, str(agents_root)], capture_output=True, text=True, env=env)
+    out = subprocess.run([sys.executable, "-c", code, str(agents_root)], capture_output=True, text=True, env=env, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["None", "None", "True", "True"]
 
@@ -202,7 +202,7 @@ def test_a_note_nobody_may_read_is_an_error_naming_it_not_a_traceback(agent: Age
     watched(agent)  # every module the child needs is imported here (the child may not read the interpreter's files)
     agent.list_units(pinned=True)
     context_free = Path(tempfile.mkdtemp(prefix="aa-unreadable-"))
-    os.chmod(context_free, 0o777)  # noqa: S103 - the child runs as nobody
+    os.chmod(context_free, 0o777)  # the child runs as nobody
 
     def child() -> None:
         if os.geteuid() == 0:  # root reads a mode-000 file: be someone else
@@ -362,7 +362,7 @@ def test_the_user_s_inotify_limits_reached_fall_back_silently(agents_root: Path,
         pytest.skip(f"no user namespace here to set {limit} in: {probe.stderr.strip()}")
     env = {**os.environ, "ATOMIC_AGENTS_WATCH": "on", "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run(["unshare", "-Ur", "sh", "-c", f'echo {value} > /proc/sys/user/{limit} && exec "$@"', "sh",
-                          sys.executable, "-c", _LIMITED, str(agents_root)], capture_output=True, text=True, env=env)
+                          sys.executable, "-c", _LIMITED, str(agents_root)], capture_output=True, text=True, env=env, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", watches]  # one folder watched, the other looked at in full every time
 
