@@ -265,3 +265,30 @@ def test_threads_each_see_their_own_writes(agent: Agent) -> None:
         t.join()
     assert errors == []
     assert names(agent) == truth(agent)
+
+
+def test_a_process_watches_at_most_max_folders(agents_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon visiting many agents: the least recently asked folder's watch goes (the user's watches are shared)."""
+    monkeypatch.setenv("ATOMIC_AGENTS_WATCH", "on")
+    monkeypatch.setattr(_watch, "MAX_FOLDERS", 3)
+    monkeypatch.setattr(_pinned, "MAX_FOLDERS", 3)
+    agents = [make_agent(agents_root / f"root{i}", 5) for i in range(5)]
+    for _ in range(3):
+        for ag in agents:
+            assert names(ag) == truth(ag)
+    watcher = _watch._state()
+    assert watcher is not None
+    mine = [f for f in watcher.folders if f.startswith(str(agents_root))]
+    assert len(watcher.folders) <= 3 and mine  # the most recent ones
+    assert len([k for k in _pinned._live if k[0].startswith(str(agents_root))]) <= 3
+    for ag in agents:  # evicted or not: still the full scan's answer
+        flip_in_place(ag.memory_dir / "reference_topic_0001.md")
+        assert names(ag) == truth(ag)
+
+
+@pytest.mark.parametrize("value", ["off", "OFF", "0", "false", "no"])
+def test_the_usual_spellings_of_off(agent: Agent, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("ATOMIC_AGENTS_WATCH", value)
+    assert not _watch.enabled()
+    names(agent)
+    assert stats_per_call(agent, monkeypatch) == 40

@@ -39,7 +39,7 @@ from .._io import open_dir, resolve_inside
 from .._text import decode, read_text
 from ..exceptions import ContextBudgetError, NotFoundError, UnsafePathError, ValidationError
 from ..vault import Agent, Note, parse_model_md, parse_tools_md
-from ..vault._watch import changed
+from ..vault._watch import MAX_FOLDERS, changed
 from ._tokens import count_tokens, tokenizer_name
 
 if TYPE_CHECKING:
@@ -281,6 +281,8 @@ def _sub_index_names(folder: str) -> list[str]:
             except (FileNotFoundError, NotADirectoryError):  # no folder: no sub-index (the notes' listing says why)
                 known = []
         _sub_names[folder] = known
+        while len(_sub_names) > MAX_FOLDERS:
+            del _sub_names[next(iter(_sub_names))]
         return list(known)
 
 

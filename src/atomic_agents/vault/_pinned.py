@@ -44,7 +44,7 @@ from ..exceptions import FrontmatterParseError, NotFoundError, UnsafePathError
 from ._cache import RACY_NS, _package_version
 from .._format._frontmatter import parse
 from ._units import Note, UnitType
-from ._watch import changed
+from ._watch import MAX_FOLDERS, changed
 
 __all__ = ["pinned_notes"]
 
@@ -252,6 +252,8 @@ def _pinned_names(agent: Any, unit_type: UnitType) -> list[str] | None:
     if dirty:
         _save(agent, unit_type, index)
     _live[key] = _Live(index, names, links, where)  # what the next call starts from if the watch vouches for the folder
+    while len(_live) > MAX_FOLDERS:  # a process visiting many agents keeps the most recent ones
+        del _live[next(iter(_live))]
     return sorted(index.pinned)
 
 

@@ -60,6 +60,8 @@ _EVENT = struct.Struct("iIII")
 # Names kept per asker between two of its calls; past that, telling them saves nothing over a full look,
 # and an asker that stopped asking (in a long-lived process) would keep every name written since.
 MAX_PENDING = 8192
+# At most this many folders watched per process (and cached by the callers): the least recently asked goes first.
+MAX_FOLDERS = 64
 
 # File systems whose every write, from any process of any mount of this kernel, raises an event here.
 LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "overlay", "zfs", "f2fs",
@@ -84,6 +86,8 @@ class _Watcher:
         libc = ctypes.CDLL(None, use_errno=True)
         self._add = libc.inotify_add_watch
         self._add.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        self._rm = libc.inotify_rm_watch
+        self._rm.argtypes = [ctypes.c_int, ctypes.c_int]
         fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1")
@@ -128,6 +132,7 @@ class _Watcher:
         self.drain()
         f = self.folders.get(folder)
         if f is not None and f.valid and f.ident == ident:
+            self.folders[folder] = self.folders.pop(folder)  # the most recently asked last (the eviction order)
             if who not in f.pending:
                 f.pending[who] = set()
                 return None  # a new asker: it looks at everything once, from now on it is told
@@ -137,6 +142,8 @@ class _Watcher:
             return None
         if f is not None:
             self.folders.pop(folder, None)
+        while len(self.folders) >= MAX_FOLDERS:  # the user's watches are shared with every other program
+            self.forget(next(iter(self.folders)))
         wd = self._add(self.fd, os.fsencode(folder), _MASK)
         if wd < 0:
             return None  # e.g. the user's watch limit: the caller looks at everything, as without a watch
@@ -151,6 +158,14 @@ class _Watcher:
         self.folders[folder] = new
         self.by_wd[wd] = new
         return None  # the caller looks at every file now; what changes from here on shows next time
+
+
+    def forget(self, folder: str) -> None:
+        """Stop watching ``folder`` (the least recently asked one, when :data:`MAX_FOLDERS` are watched)."""
+        f = self.folders.pop(folder)
+        if self.by_wd.get(f.wd) is f:
+            del self.by_wd[f.wd]
+            self._rm(self.fd, f.wd)  # its IN_IGNORED finds no folder and is dropped
 
 
 def _fs_type(dev: int) -> str | None:
@@ -183,6 +198,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
+def enabled() -> bool:
+    """``ATOMIC_AGENTS_WATCH``: off, 0, false or no turn the watch off; anything else (or unset) leaves it on."""
+    return os.environ.get("ATOMIC_AGENTS_WATCH", "on").strip().lower() not in ("off", "0", "false", "no")
+
+
 def changed(folder: str, who: str) -> set[str] | None:
     """Names in ``folder`` created, written, changed, renamed or removed since ``who``'s previous call.
 
@@ -193,7 +213,7 @@ def changed(folder: str, who: str) -> set[str] | None:
     per cache built on the folder) is told every name, whoever else asks.
     """
     global _watcher, _failed
-    if not sys.platform.startswith("linux") or os.environ.get("ATOMIC_AGENTS_WATCH", "on") == "off":
+    if not sys.platform.startswith("linux") or not enabled():
         return None
     with _lock:
         try:
