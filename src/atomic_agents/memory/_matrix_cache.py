@@ -89,6 +89,32 @@ def _tmp(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}-{next(_serial)}.tmp")
 
 
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _create(path: Path, mode: int) -> tuple[Path, int]:
+    """A new file beside ``path`` under a fresh temporary name: its name and descriptor.
+
+    ``O_EXCL | O_NOFOLLOW``: a name already taken (a symlink planted there, say) is never
+    opened, let alone written through; the next serial is tried. ``mode``: the database's,
+    so the vectors and scopes beside it are no more readable than the database itself.
+    """
+    for _ in range(64):
+        tmp = _tmp(path)
+        try:
+            return tmp, os.open(tmp, _NEW, mode)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
+def _db_mode(db: Path) -> int:
+    try:
+        return os.stat(db).st_mode & 0o666
+    except OSError:
+        return 0o600
+
+
 def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -118,20 +144,43 @@ def publish(
     """
     sweep_debris(db)
     npy, meta, ann = snapshot_path(db), meta_path(db), ann_path(db)
-    tmps = [_tmp(p) for p in (npy, meta, ann)]
+    mode = _db_mode(db)
+    tmps: list[Path] = []
+
+    def create(path: Path) -> Any:
+        tmp, fd = _create(path, mode)
+        tmps.append(tmp)
+        return tmp, os.fdopen(fd, "wb")
+
     try:
-        with open(tmps[0], "wb") as fh:
+        tmp_npy, fh = create(npy)
+        with fh:
             np.save(fh, np.ascontiguousarray(arrays["vecs"], dtype=np.float32), allow_pickle=False)
             fh.flush()
             os.fsync(fh.fileno())
         header: dict[str, Any] = {
             "model": model, "epoch": epoch, "rev": rev, "dimension": dimension,
-            "vectors": _stamp(tmps[0]), "ann": None,
+            "vectors": _stamp(tmp_npy), "ann": None,
         }  # fmt: skip
-        if graph is not None and graph(tmps[2]):
-            _fsync(tmps[2])
-            header["ann"] = _stamp(tmps[2]) + [len(arrays["keys"])]
-        with open(tmps[1], "wb") as fh:
+        tmp_ann = None
+        if graph is not None:
+            tmp_ann, fh = create(ann)
+            with fh:
+                made = os.fstat(fh.fileno())
+            # The graph is written by name (usearch), into the file just created; published
+            # only if that name still is that regular file.
+            if graph(tmp_ann):
+                fd = os.open(tmp_ann, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+                try:
+                    st = os.fstat(fd)
+                    if (st.st_dev, st.st_ino) != (made.st_dev, made.st_ino):
+                        raise OSError(f"{tmp_ann} was replaced while the graph was written")
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                header["ann"] = _stamp(tmp_ann) + [len(arrays["keys"])]
+        tmp_meta, fh = create(meta)
+        with fh:
             np.savez(
                 fh,
                 header=np.array(json.dumps(header)),
@@ -144,17 +193,18 @@ def publish(
             os.fsync(fh.fileno())
         if before_rename is not None and not before_rename():
             return False
-        os.replace(tmps[0], npy)
+        os.replace(tmp_npy, npy)
         if header["ann"] is not None:
-            os.replace(tmps[2], ann)
-        os.replace(tmps[1], meta)  # the header last: until then readers see a mismatch, never a mix
+            assert tmp_ann is not None
+            os.replace(tmp_ann, ann)
+        os.replace(tmp_meta, meta)  # the header last: until then readers see a mismatch, never a mix
         with contextlib.suppress(OSError):
             _fsync(db.parent)
         with contextlib.suppress(OSError):
             _legacy_path(db).unlink()
         return True
     finally:
-        for tmp in tmps:
+        for tmp in tmps:  # (only names this call created)
             with contextlib.suppress(OSError):
                 tmp.unlink()
 
