@@ -389,3 +389,50 @@ def test_rows_written_past_a_mapped_graph_are_folded_in_by_a_background_job(
     assert reader.recall("q7", BIG, 1)[0].id == fresh[6]
     reader.close()
     exact.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_child_forked_during_a_build_does_not_keep_the_build_lock(
+    tmp_path: Path, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child inherits the build lock's descriptor (flock: one lock per open file): it must let it go.
+
+    Else every later build of the database, this process's and any other's, finds the lock
+    taken for as long as the child lives (a fork-based worker pool: for good).
+    """
+    from atomic_agents.memory._sqlite_vectors import _build_lock
+
+    db = tmp_path / "m.db"
+    store = _store(db, data)
+    _fill(store, 80)
+    held = HeldBuild()
+    monkeypatch.setattr(_ann.AnnIndex, "build", held)
+    store.recall("q0", BIG)
+    assert held.started.wait(30)  # the job holds the build lock now
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: waits until the parent's build is done, then takes the lock itself
+        code = 1
+        try:
+            signal.alarm(30)
+            os.close(go_w)
+            os.read(go_r, 1)
+            with _build_lock(db, blocking=False) as got:
+                code = 0 if got else 3
+            if code == 0 and len(store.recall("q1", BIG, 3)) != 3:
+                code = 4
+        finally:
+            os._exit(code)
+    os.close(go_r)
+    try:
+        held.release.set()
+        assert store._builder is not None
+        store._builder.join(60)
+        assert store.ann_state == "graph"
+        with _build_lock(db, blocking=False) as got:
+            assert got, "the forked child still holds the build lock"
+    finally:
+        os.close(go_w)
+        _, status = os.waitpid(pid, 0)
+        store.close()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

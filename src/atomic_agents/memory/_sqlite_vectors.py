@@ -72,6 +72,41 @@ def _cancel_all() -> None:
         store._stop_build()
 
 
+#: Descriptors of the build locks held now, by the thread holding each (see ``_after_fork``).
+_held: dict[int, int] = {}
+
+
+def _after_fork() -> None:
+    """A forked child holds no build and lets the parent's go.
+
+    The child inherits the build lock's descriptor, and an ``flock`` lives as long as any
+    descriptor of that open file: kept, it would block every later build of the database
+    (the parent's, other processes', the child's own) for as long as the child lives. The
+    job thread is not in the child: its journal is dropped (the child's writes are
+    scanned exactly until a job of its own), and a store lock it held is replaced (it
+    would never be released) along with the matrix it may have been changing.
+    """
+    me = threading.get_ident()
+    for fd, owner in list(_held.items()):
+        if owner != me:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            del _held[fd]
+    for store in list(_building):
+        store._builder = None
+        if store._lock.acquire(blocking=False):
+            store._lock.release()
+        else:
+            store._lock = threading.RLock()
+            store._index = None  # reloaded by the next search
+        if store._index is not None:
+            store._index.abort_job()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def ann_build_mode(explicit: str | None = None) -> str:
     mode = explicit if explicit is not None else (os.environ.get("ATOMIC_AGENTS_ANN_BUILD", "").strip() or "background")
     if mode not in ANN_BUILD_MODES:
@@ -96,6 +131,7 @@ def _build_lock(db: Path, *, blocking: bool) -> Iterator[bool]:
     except OSError:
         yield blocking  # no lock file possible (read-only folder): build anyway if asked to; publish fails harmlessly
         return
+    _held[fd] = threading.get_ident()
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
@@ -104,7 +140,8 @@ def _build_lock(db: Path, *, blocking: bool) -> Iterator[bool]:
             return
         yield True
     finally:
-        os.close(fd)
+        if _held.pop(fd, None) is not None:  # (a forked child closed its copy already)
+            os.close(fd)
 
 
 class SQLiteVectorSync:
