@@ -436,3 +436,32 @@ def test_a_child_forked_during_a_build_does_not_keep_the_build_lock(
         _, status = os.waitpid(pid, 0)
         store.close()
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+def test_a_graph_file_that_cannot_be_written_still_serves_this_process(
+    tmp_path: Path, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """usearch reports a failed save (disk full, quota) as RuntimeError, not OSError.
+
+    The graph built must still be attached (as for an unwritable folder); before, the job
+    failed, nothing was attached, and the whole build ran again every retry period.
+    """
+
+    import usearch.index
+
+    def full(self: Any, path: Any = None, **kw: Any) -> None:  # a *fake* of usearch's disk-full error
+        raise RuntimeError("Failed to serialize into stream")
+
+    db = tmp_path / "m.db"
+    store = _store(db, data)
+    exact = _store(db, data, ann_threshold=0)
+    _fill(store, 80)
+    monkeypatch.setattr(usearch.index.Index, "save", full)
+    store.recall("q0", BIG)
+    assert store._builder is not None
+    store._builder.join(60)
+    assert store.ann_state == "graph" and store._build_error is None
+    assert not ann_path(db).exists() and not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    _all_equal(store, exact)
+    store.close()
+    exact.close()

@@ -203,7 +203,11 @@ class AnnIndex:
         return np.asarray(found.keys, dtype=np.int64)
 
     def save(self, path: Path) -> None:
-        self._raw.save(str(path))
+        """Write the graph to ``path``; a failed write (disk full, quota, no folder) is an ``OSError``."""
+        try:
+            self._raw.save(str(path))
+        except RuntimeError as exc:  # usearch reports I/O errors as RuntimeError
+            raise OSError(f"cannot write the graph to {path}: {exc}") from exc
 
     def self_check(self, keys: np.ndarray, vectors: np.ndarray) -> bool:
         """Does the graph find a few of its own vectors? A cheap guard against a garbage file."""
