@@ -447,7 +447,7 @@ def test_a_graph_file_that_cannot_be_written_still_serves_this_process(
     failed, nothing was attached, and the whole build ran again every retry period.
     """
 
-    import usearch.index
+    Index = _ann._usearch()  # (imports onnxruntime first, as the store does: see _ann._usearch)
 
     def full(self: Any, path: Any = None, **kw: Any) -> None:  # a *fake* of usearch's disk-full error
         raise RuntimeError("Failed to serialize into stream")
@@ -456,7 +456,7 @@ def test_a_graph_file_that_cannot_be_written_still_serves_this_process(
     store = _store(db, data)
     exact = _store(db, data, ann_threshold=0)
     _fill(store, 80)
-    monkeypatch.setattr(usearch.index.Index, "save", full)
+    monkeypatch.setattr(Index, "save", full)
     store.recall("q0", BIG)
     assert store._builder is not None
     store._builder.join(60)
