@@ -465,3 +465,51 @@ def test_a_graph_file_that_cannot_be_written_still_serves_this_process(
     _all_equal(store, exact)
     store.close()
     exact.close()
+
+
+@pytest.mark.parametrize("job", ["foreground", "background"])
+def test_a_fold_remembers_the_rows_killed_while_the_graph_was_mapped(
+    tmp_path: Path, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch, job: str
+) -> None:
+    """Rows forgotten while the graph is a read-only map still sit in it; a fold copies them along.
+
+    Attaching the folded copy must not forget that they are there: else the graph saved
+    next holds more keys than the snapshot's live rows, and every later process rejects
+    it (a full rebuild) instead of mapping it.
+    """
+    import atomic_agents.memory._sqlite_vectors as sv
+    import atomic_agents.memory._vectors as vectors
+
+    db = tmp_path / "m.db"
+    exact = _store(db, data, ann_threshold=0)
+    ids = _fill(exact, 80)
+    first = _store(db, data)
+    first.build_ann()
+    first.close()
+    monkeypatch.setattr(vectors, "FOLD_AT", 10)
+    monkeypatch.setattr(sv, "FOLD_AT", 10)
+    reader = _store(db, data, ann_build="off" if job == "foreground" else "background")
+    _all_equal(reader, exact)
+    assert reader._index is not None and reader._index.ann is not None and not reader._index.ann.mutable
+    reader.forget(ids[3])
+    reader.forget(ids[2 * PER + 1])
+    reader.remember_many([(f"q{c}", None) for c in range(1, 31)], BIG)
+    if job == "foreground":
+        assert reader.build_ann()["status"] == "folded"
+    else:
+        _all_equal(reader, exact)  # starts the fold job
+        assert reader._builder is not None
+        reader._builder.join(60)
+        assert reader.build_ann()["status"] == "current"
+        from atomic_agents.memory import _matrix_cache
+
+        monkeypatch.setattr(_matrix_cache, "MIN_ROWS", 0)  # (this small store's pair is refreshed at close
+        reader._pulled = 10**6  # as a big store's is after many pulled rows)
+    reader.close()
+    again = _store(db, data, ann_build="off")
+    _all_equal(again, exact)
+    ix = again._index
+    assert ix is not None and ix.ann is not None and not ix.ann.mutable, "the published graph was rejected"
+    assert ix.uncovered == 0
+    again.close()
+    exact.close()

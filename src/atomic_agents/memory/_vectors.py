@@ -289,6 +289,12 @@ class VectorIndex:
         taken out, so the graph holds exactly the current live rows' vectors.
         """
         journal, self._journal = self._journal or set(), None
+        if self.ann is not None:
+            # A fold's copy of the current graph holds its dead keys too (rows killed while it
+            # was a read-only map or a job ran); attached as it is, that would be forgotten.
+            stale = self._stale_keys()
+            if stale.size:
+                ann.remove(stale)
         if not journal:
             self.attach_ann(ann)
             return
@@ -323,19 +329,23 @@ class VectorIndex:
             self._cov[rows] = True
         self._uncovered = 0
 
-    def save_ann(self, path: Any) -> bool:
-        """Write the graph to ``path`` if it holds exactly the live rows; False if there is none."""
-        if self.ann is None:
-            return False
-        if self._uncovered:
-            self._fold()
+    def _stale_keys(self) -> np.ndarray:
+        """Keys of dead rows the graph still holds."""
         dead = self._bk[~self._bl & self._bc]
         # rows killed while the graph was a read-only map (or a job ran) still sit in it,
         # unless re-written; so may tail rows killed then
         dead = np.array([k for k in dead.tolist() if k not in self._row], dtype=np.int64)
         n = self._n
         dead_t = self._keys[:n][~self._live[:n] & self._cov[:n]]
-        dead = np.concatenate([dead, dead_t])
+        return np.concatenate([dead, dead_t])
+
+    def save_ann(self, path: Any) -> bool:
+        """Write the graph to ``path`` if it holds exactly the live rows; False if there is none."""
+        if self.ann is None:
+            return False
+        if self._uncovered:
+            self._fold()
+        dead = self._stale_keys()
         if dead.size:
             self.ann.remove(dead)
         self._bc &= self._bl
