@@ -513,3 +513,26 @@ def test_a_fold_remembers_the_rows_killed_while_the_graph_was_mapped(
     assert ix.uncovered == 0
     again.close()
     exact.close()
+
+
+def test_a_build_thread_that_cannot_start_leaves_searches_exact(
+    tmp_path: Path, data: tuple[np.ndarray, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``can't start new thread`` (a pids limit, no memory for a stack) is a slower search, never a failed one."""
+    import types
+
+    import atomic_agents.memory._sqlite_vectors as sv
+
+    class NoThread(threading.Thread):  # a *fake*: the thread limit reached
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(sv, "threading", types.SimpleNamespace(**{**vars(threading), "Thread": NoThread}))
+    db = tmp_path / "m.db"
+    exact = _store(db, data, ann_threshold=0)
+    _fill(exact, 80)
+    store = _store(db, data)
+    _all_equal(store, exact)
+    assert store.ann_state == "exact" and store._build_error is not None and "thread" in store._build_error
+    store.close()
+    exact.close()

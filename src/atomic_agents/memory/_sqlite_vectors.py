@@ -207,7 +207,12 @@ class SQLiteVectorSync:
             return
         self._builder = threading.Thread(target=self._run_job, args=(kind, ix), name="atomic-agents-ann", daemon=True)
         _building.add(self)
-        self._builder.start()
+        try:
+            self._builder.start()
+        except RuntimeError as exc:  # no thread to be had (a pids limit, shutdown): searches stay exact
+            self._builder = None
+            self._build_error = f"{type(exc).__name__}: {exc}"
+            self._retry_at = time.monotonic() + _RETRY_S
 
     def _run_job(self, kind: str, ix: VectorIndex) -> None:
         try:
