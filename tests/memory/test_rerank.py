@@ -161,3 +161,12 @@ def test_cli_search_hybrid_takes_rerank(capsys: pytest.CaptureFixture[str], tmp_
         results.append(json.loads(capsys.readouterr().out)["results"])
     assert results[0][0]["id"] == results[1][0]["id"] and "peanuts" in results[1][0]["content"]
     assert results[1][0]["score"] != results[0][0]["score"]  # the stage's own score map
+
+
+@pytest.mark.parametrize("bad", ["false", "yes", 1, 0, None, [True]])
+def test_a_rerank_that_is_not_a_bool_is_a_typed_error(store: MemoryStore, scope: Scope, bad: object) -> None:
+    """``rerank="false"`` (a string from JSON or a form) is truthy: it must not silently re-rank, nor 0 silently not."""
+    _notes(store, scope)
+    with pytest.raises(ValidationError) as err:
+        store.search_hybrid("Bob lunch", scope, rerank=bad)  # type: ignore[arg-type]
+    assert err.value.field == "rerank"

@@ -42,7 +42,7 @@ from ._base import (
 )
 from ._embed import Embedder, HashingEmbedder, content_hash
 from ._leases import Fence, Lease, check_fence, check_lease_args, held_error
-from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_id, check_limit, check_query
+from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_flag, check_id, check_limit, check_query
 from ._scoring import (
     HYBRID_POOL,
     bm25,
@@ -296,6 +296,7 @@ class InMemoryMemoryStore:
         *, rerank: bool = False,
     ) -> list[Hit]:
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
+        rerank = check_flag(rerank, name="rerank")
         pool = self._live(sc, flt)
         cos = self._cosines(q, pool)
         ev, coverage = self._keyword_signals(q, pool)

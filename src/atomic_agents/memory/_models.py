@@ -386,6 +386,13 @@ def check_limit(limit: object, *, name: str = "limit") -> int:
     return limit
 
 
+def check_flag(value: object, *, name: str) -> bool:
+    """A switch such as ``rerank``: exactly ``True`` or ``False`` (``"false"`` would be truthy)."""
+    if not isinstance(value, bool):
+        raise ValidationError(f"{name} must be true or false, not {type(value).__name__}", field=name, rule="type")
+    return value
+
+
 def check_query(query: object) -> str:
     if not isinstance(query, str):
         raise ValidationError("query must be a string", field="query", rule="type")

@@ -42,7 +42,7 @@ from ._base import (
 )
 from ._embed import Embedder, content_hash
 from ._leases import Fence, check_fence
-from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_id, check_limit, check_query
+from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_flag, check_id, check_limit, check_query
 from ._postgres_sql import (
     _COLS,
     _LIVE,
@@ -519,6 +519,7 @@ class PostgresMemoryStore(PostgresLeases):
     ) -> list[Hit]:
         """Both rankers' top candidates, each scored on both signals, fused as on SQLite (:func:`fuse_pool`)."""
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
+        rerank = check_flag(rerank, name="rerank")
         pool = max(lim * 4, HYBRID_POOL)
         qv, found = self._semantic(q, sc, flt, pool)
         cos = {k: c for k, c, _ in found}

@@ -57,6 +57,7 @@ from ._models import (
     Scope,
     ScopeFilter,
     check_filters,
+    check_flag,
     check_id,
     check_limit,
     check_query,
@@ -515,6 +516,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         candidate given its cosine and its keyword evidence, ranked by ``hybrid_rank``, scored by ``hybrid_score``.
         """
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
+        rerank = check_flag(rerank, name="rerank")
         pool = max(lim * 4, HYBRID_POOL)
         qv, index, only, found = self._semantic(q, sc, flt, pool)
         cos = dict(found)
