@@ -50,8 +50,9 @@ OTHER = {"context": frozenset(), "vault search": frozenset({"--json", "--include
 #: Commands run again in-process when the daemon dies before answering: they change nothing
 #: (``vault search --sync`` syncs the mirror first: a sync made twice is the one sync, under the agent's lock).
 READ_ONLY = frozenset({"recall", "search", "search-semantic", "search-hybrid", "list", "get", "health", *OTHER})
-#: Options of the routed memory commands that take no value (every other ``--x`` takes one).
-_FLAGS = frozenset({"--json", "--no-expiry", "--expired-only", "--confirm", "--hard"})
+#: Options of the routed memory commands that take no value (every other ``--x`` takes one;
+#: tests/cli/test_daemon_flags.py checks this against the full CLI).
+_FLAGS = frozenset({"--json", "--no-expiry", "--expired-only", "--confirm", "--hard", "--rerank"})
 #: The location options each group takes before its command (``context`` is no group).
 _GROUP_OPTS = {"memory": ("--agents-root", "--db"), "vault": ("--agents-root",)}
 #: Environment read once at import time by typer/rich: the daemon serves a client only if these match its own.

@@ -536,3 +536,34 @@ def test_a_build_thread_that_cannot_start_leaves_searches_exact(
     assert store.ann_state == "exact" and store._build_error is not None and "thread" in store._build_error
     store.close()
     exact.close()
+
+
+RAISING_PROGRESS = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    sys.path.insert(0, {tests!r})
+    from memory.test_ann import _clusters
+    from atomic_agents.memory import _ann
+    _, pts = _clusters(200, 20, seed=3)
+    def progress(done, total):
+        if done > 0:
+            raise {exc}
+    try:
+        _ann.AnnIndex.build(np.arange(len(pts)), pts, progress=progress)
+    except {exc}:
+        print("raised", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("exc", ["KeyboardInterrupt", "BrokenPipeError"])
+def test_an_exception_in_the_progress_callback_is_raised_not_an_abort(tmp_path: Path, exc: str) -> None:
+    """Ctrl-C during ``memory ann build`` arrives in the progress bar's callback, called from usearch's C++.
+
+    Left to cross into it, the exception is ``std::terminate``: the process aborts (SIGABRT,
+    a core dump, no cleanup). It must come out of ``AnnIndex.build`` as itself.
+    """
+    code = RAISING_PROGRESS.format(tests=str(Path(__file__).parents[1]), exc=exc)
+    got = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0 and got.stdout.strip() == "raised", (got.returncode, got.stderr[-500:])

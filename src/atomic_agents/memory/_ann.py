@@ -52,13 +52,26 @@ class BuildCancelled(Exception):
     """A graph build stopped because its store is closing (nothing was published)."""
 
 
-def _progress_callback(report: Callable[[int, int], None] | None, cancel: threading.Event | None) -> Any:
-    """A usearch progress callback: reports ``(done, total)`` and returns False (stop) once ``cancel`` is set."""
+def _progress_callback(
+    report: Callable[[int, int], None] | None, cancel: threading.Event | None, caught: list[BaseException]
+) -> Any:
+    """A usearch progress callback: reports ``(done, total)`` and returns False (stop) once ``cancel`` is set.
+
+    It never raises: an exception crossing into usearch's C++ is ``std::terminate`` (the
+    process aborts). What ``report`` raised (a Ctrl-C in the progress bar, a closed
+    stderr) is kept in ``caught``, the build is stopped, and the caller raises it.
+    """
 
     def progress(done: int, total: int) -> bool:
-        if report is not None:
-            report(done, total)
-        return cancel is None or not cancel.is_set()
+        try:
+            if caught:
+                return False
+            if report is not None:
+                report(done, total)
+            return cancel is None or not cancel.is_set()
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller once usearch has returned
+            caught.append(exc)
+            return False
 
     # usearch checks the callback's annotations by identity; this module's are strings (PEP 563)
     progress.__annotations__ = {"done": int, "total": int, "return": bool}
@@ -129,6 +142,7 @@ class AnnIndex:
         # whole clusters missed at 1.5k rows); the first rows go in on one thread.
         head = min(total, _SERIAL_HEAD)
         steps = ((0, head, 1), (head, total, 0))  # (from, to, threads; 0 = every core)
+        caught: list[BaseException] = []
         try:
             for lo, hi, threads in steps:
                 if hi > lo:
@@ -137,10 +151,14 @@ class AnnIndex:
                         if progress is not None:
                             progress(lo + done, total)
 
-                    cb = _progress_callback(report, cancel)
+                    cb = _progress_callback(report, cancel, caught)
                     raw.add(keys[lo:hi], np.ascontiguousarray(vectors[lo:hi], dtype=np.float32), threads=threads, progress=cb)
+                    if caught:
+                        raise caught[0]
         except RuntimeError:
-            if cancel is not None and cancel.is_set():  # usearch: "Operation has been terminated"
+            if caught:  # usearch: "Operation has been terminated", after the callback's own error
+                raise caught[0] from None
+            if cancel is not None and cancel.is_set():
                 raise BuildCancelled from None
             raise
         if cancel is not None and cancel.is_set():
