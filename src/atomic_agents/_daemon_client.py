@@ -196,7 +196,8 @@ def resolve_db(args: list[str], env: dict[str, str] | os._Environ[str], cwd: str
     if db is None:
         db = env.get("ATOMIC_AGENTS_DB") or None
     if db is None:
-        base = values.get("agents_root") or env.get("ATOMIC_AGENTS_ROOT") or "agents"
+        given = values.get("agents_root")  # given empty is given (the CLI's Path(""): the working folder)
+        base = given if given is not None else (env.get("ATOMIC_AGENTS_ROOT") or "agents")
         db = os.path.join(base, "_memory", "memory.db")
     if not db or "://" in db:
         return None

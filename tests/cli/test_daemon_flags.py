@@ -39,3 +39,20 @@ def test_search_hybrid_rerank_then_db_resolves_that_db(tmp_path: Path) -> None:
     args = ["memory", "search-hybrid", "--rerank", "--db", "other.db", "--agent-id", "a", "--user-id", "u", "lunch"]
     got = client.resolve_db(args, {}, str(tmp_path))
     assert got == ("search-hybrid", os.path.realpath(tmp_path / "other.db"))
+
+
+def test_an_empty_agents_root_resolves_as_the_full_cli_does(tmp_path: Path) -> None:
+    """``--agents-root ""`` is given (the full CLI: ``Path("")``, the working folder), not absent.
+
+    The lean parser fell back to ``$ATOMIC_AGENTS_ROOT`` / ``./agents``: another database's daemon.
+    """
+    env = {"ATOMIC_AGENTS_ROOT": str(tmp_path / "elsewhere")}
+    want = os.path.realpath(tmp_path / "_memory" / "memory.db")
+    for args in (
+        ["memory", "recall", "--agents-root", "", "--agent-id", "a", "--user-id", "u", "q"],
+        ["memory", "--agents-root=", "recall", "--agent-id", "a", "--user-id", "u", "q"],
+        ["--agents-root", "", "context", "bob"],
+        ["vault", "--agents-root", "", "search", "bob", "q"],
+    ):
+        got = client.resolve_db(args, env, str(tmp_path))
+        assert got is None or got[1] == want, args
