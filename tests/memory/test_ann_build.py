@@ -534,6 +534,9 @@ def test_a_build_thread_that_cannot_start_leaves_searches_exact(
     store = _store(db, data)
     _all_equal(store, exact)
     assert store.ann_state == "exact" and store._build_error is not None and "thread" in store._build_error
+    extra = store.health().extra  # what `memory health` and eden_health show
+    assert extra["ann"] == "exact" and "thread" in extra["ann_build_error"]
+    assert exact.health().extra["ann"] == "off" and exact.health().extra["ann_build_error"] is None
     store.close()
     exact.close()
 
