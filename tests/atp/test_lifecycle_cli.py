@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from pathlib import Path
@@ -131,7 +132,8 @@ def test_replay_as_of_shows_the_past_without_writing(cli: Cli) -> None:
     goal = cli("team", "start", "Add a status page")[1]["goal_id"]
     plan = _rec(cli, "plan_record", goal, PLAN, "dispatcher")
     time.sleep(0.01)
-    middle = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() % 1 * 1e6):06d}Z"
+    # one clock read: the seconds and the fraction from two reads straddling a second boundary made "middle" a second early
+    middle = dt.datetime.fromtimestamp(time.time(), dt.timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
     time.sleep(0.01)
     _rec(cli, "action_record", goal, ACTION, "builder")
     past = cli("team", "status", goal, "--as-of", middle)[1]["goals"][0]
