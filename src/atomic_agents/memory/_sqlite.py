@@ -74,6 +74,7 @@ from ._scoring import (
 from ._base import check_no_secrets  # the scanner loads with the first write
 from ._sqlite_keyword import SQLiteKeyword
 from ._sqlite_schema import SCHEMA_VERSION, _with_retry, connect, ensure_schema, write_txn
+from ._sqlite_wal import close as close_connection
 from ._sqlite_sql import _COLS, _LIVE, _SCOPE, _filtered_source, _needs_python_check
 from ._base import memory_from_row as _memory
 from ._store import UNSET, Progress
@@ -743,7 +744,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
             if ix is not None and not big_fold and behind and len(ix) >= _matrix_cache.MIN_ROWS:
                 # (rows since the snapshot are folded into the graph first, so the pair stays exact)
                 save_snapshot(self.path, ix, model=self._index_model or "", epoch=self._epoch, rev=self._synced_rev)
-            self._conn.close()
+            close_connection(self._conn, self.path)  # the WAL stays unless it grew large: _sqlite_wal
 
     def __enter__(self) -> SQLiteMemoryStore:
         return self

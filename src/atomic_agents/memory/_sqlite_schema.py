@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..exceptions import SchemaVersionError, StoreError
+from . import _sqlite_wal
 
 __all__ = ["SCHEMA_VERSION", "connect", "ensure_schema", "write_txn"]
 
@@ -118,13 +119,10 @@ def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
         # ~4 ms here). NORMAL in WAL mode survives a crashed process but may lose the last
         # commits on power loss; only for bulk jobs that can be re-run.
         conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
-        # The last connection to close would checkpoint the WAL into the file and delete it (an
-        # fsync and two unlinks, 5-15 ms at every CLI exit, and the next process recreates both).
-        # Committed data is as safe in the WAL; SQLite's autocheckpoint (1000 pages) folds it in
-        # during writes. The switch exists from Python 3.12; on 3.11 closing still checkpoints.
-        no_ckpt = getattr(sqlite3, "SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE", None)
-        if no_ckpt is not None:
-            conn.setconfig(no_ckpt, True)  # type: ignore[attr-defined,unused-ignore]
+        # No checkpoint when the last connection closes (12-16 ms at every CLI exit); the WAL
+        # left behind stays under WAL_KEEP_BYTES (the journal size limit, and close()): _sqlite_wal.
+        conn.execute(f"PRAGMA journal_size_limit = {_sqlite_wal.WAL_KEEP_BYTES}").fetchone()
+        _sqlite_wal.keep_wal_on_close(conn, path)
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA cache_size = -65536")
     except sqlite3.Error as exc:
