@@ -11,6 +11,13 @@ keyword ``memory search`` <= 2.5x. Also: ONNX session creation for a small call 
 former settings, the store's close (the WAL checkpoint), and ``remember --jsonl``
 per record next to one ``remember`` process per record.
 
+The WAL rows (``--wal-only`` runs only them) time whole ``memory remember`` and keyword
+``memory search`` processes with the WAL kept at close (this code) against the same
+processes with the checkpoint at close put back (``keep_wal_on_close`` patched to do
+nothing, as on Python 3.11 before). The rounds are interleaved, each variant works on
+its own copy of the store, and the kept WAL starts at about 1 MiB, the average between
+empty and the 2 MiB at which a close checkpoints it.
+
 The vault has one agent with 200 notes; the keyword store 10,000 memories (the
 fake embedder fills it: keyword search never embeds); remember/recall use the
 real model on a small store of their own.
@@ -127,11 +134,108 @@ def _close_rows(tmp: Path, reps: int) -> list[tuple[str, str, str, str]]:
             t0 = time.perf_counter()
             store.close()
             out[durable].append(time.perf_counter() - t0)
-    import sqlite3
-
-    note = "no checkpoint (NO_CKPT_ON_CLOSE)" if hasattr(sqlite3.Connection, "setconfig") else "Python 3.11: still checkpoints"
+    note = "WAL kept: no checkpoint (NO_CKPT_ON_CLOSE)" if Path(f"{path}-wal").exists() else "checkpointed at close"
     return [("store close after one write, durability full / normal (ms)",
              f"{1000 * statistics.median(out[True]):.1f} / {1000 * statistics.median(out[False]):.1f}", note, "")]
+
+
+# argv[1] is "kept" or "checkpoint"; the rest is the command line. Both variants import the
+# same modules before the CLI runs.
+_WAL_WRAP = """
+import sys
+mode = sys.argv.pop(1)
+import atomic_agents.memory._sqlite_wal as w
+if mode == "checkpoint":
+    w.keep_wal_on_close = lambda conn, path, keep=True: False
+from atomic_agents.cli import main
+main()
+"""
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return f"{os.getloadavg()[0]:.2f}"
+
+
+def _wal_rows(tmp: Path, kw: Path, reps: int, with_model: bool, n_mem: int) -> None:
+    """Whole processes with the WAL kept at close against the checkpoint at close, interleaved."""
+    import shutil
+
+    from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore
+    from atomic_agents.memory._sqlite_wal import WAL_KEEP_BYTES
+
+    py = sys.executable
+    dbs = {}
+    for mode in ("kept", "checkpoint"):
+        dbs[mode] = tmp / f"wal-{mode}.db"
+        for suffix in ("", "-wal", "-shm"):
+            if Path(f"{kw}{suffix}").exists():
+                shutil.copy(f"{kw}{suffix}", f"{dbs[mode]}{suffix}")
+    store = SQLiteMemoryStore(dbs["kept"], embedder=HashingEmbedder())
+    n = 0
+    wal = Path(f"{dbs['kept']}-wal")
+    while not wal.exists() or wal.stat().st_size < WAL_KEEP_BYTES // 2:
+        store.remember_many([(f"prefill {n} {i} billing deploy record", None) for i in range(50)], Scope("builder", "alice"))
+        n += 1
+    store.close()
+    start_wal = wal.stat().st_size
+    scope = ["--agent-id", "builder", "--user-id", "alice"]
+    cases: list[tuple[str, list[str], str]] = [
+        ("memory remember (hashing embedder)", ["memory", "remember", *scope, "deploy {n} went green", "--embedder",
+                                                 "hashing-fake-256", "--db", "{db}"], "kw"),
+        (f"memory search (keyword, {n_mem:,} memories)", ["memory", "search", *scope, "billing deploy", "--db", "{db}"], "kw"),
+    ]
+    if with_model:
+        for mode in ("kept", "checkpoint"):
+            dbs[f"model-{mode}"] = tmp / f"wal-model-{mode}.db"
+        cases.append(("memory remember (real model)", ["memory", "remember", *scope, "deploy {n} went green", "--db", "{db}"],
+                      "model"))
+    out = tmp / "wal-out.txt"
+    times: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
+    load_before = _loadavg()
+    runs = 0
+    for _ in range(reps):
+        for label, argv, kind in cases:
+            for mode in ("kept", "checkpoint"):
+                db = dbs[mode] if kind == "kw" else dbs[f"model-{mode}"]
+                runs += 1
+                cmd = [py, "-c", _WAL_WRAP, mode, *[a.replace("{n}", str(runs)).replace("{db}", str(db)) for a in argv]]
+                w, c = _wall(cmd, _env(SRC), out)
+                times.setdefault((label, mode), []).append(w)
+                cpu.setdefault((label, mode), []).append(c)
+    end_wal = wal.stat().st_size if wal.exists() else 0
+    print(f"\n## Whole process, WAL kept at close vs checkpoint at close: median of {reps} interleaved rounds "
+          f"(/proc/loadavg {load_before} before, {_loadavg()} after; {os.cpu_count()} cores)\n")
+    print(f"Kept WAL: {start_wal / 2**20:.2f} MiB at the start, {end_wal / 2**20:.2f} MiB at the end; the checkpoint "
+          f"variant starts every process with no WAL.\n")
+    print("| command | WAL kept: wall / CPU ms | checkpoint at close (same run): wall / CPU ms | saved wall ms |")
+    print("|---|---|---|---|")
+    for label, _argv, _kind in cases:
+        k, c = (statistics.median(times[(label, m)]) for m in ("kept", "checkpoint"))
+        kc, cc = (statistics.median(cpu[(label, m)]) for m in ("kept", "checkpoint"))
+        print(f"| {label} | {1000 * k:.1f} / {1000 * kc:.1f} | {1000 * c:.1f} / {1000 * cc:.1f} | {1000 * (c - k):.1f} |",
+              flush=True)
+    # The close that does checkpoint: once the kept WAL passes WAL_KEEP_BYTES (about once in 50 remember
+    # processes), against a close that keeps a 1 MiB WAL; in this process, interleaved.
+    closes: dict[bool, list[float]] = {True: [], False: []}
+    for i in range(max(3, reps // 2)):
+        for big in (True, False):
+            path = tmp / f"close-{big}-{i}.db"
+            st = SQLiteMemoryStore(path, embedder=HashingEmbedder())
+            target = WAL_KEEP_BYTES + 64 * 1024 if big else WAL_KEEP_BYTES // 2
+            j = 0
+            while not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size < target:
+                st.remember(f"close row {j} billing deploy " + "word " * 40, None, Scope("a", "u"))  # one commit each
+                j += 1
+            t0 = time.perf_counter()
+            st.close()
+            closes[big].append(time.perf_counter() - t0)
+    print(f"| store close, WAL past {WAL_KEEP_BYTES >> 20} MiB: checkpointed (one close in ~50 remember processes) "
+          f"| {1000 * statistics.median(closes[False]):.1f} (1 MiB WAL kept) | {1000 * statistics.median(closes[True]):.1f} "
+          f"| - |")
 
 
 def run(argv: list[str]) -> None:
@@ -142,11 +246,15 @@ def run(argv: list[str]) -> None:
     ap.add_argument("--batch", type=int, default=100, help="records in the remember --jsonl row")
     ap.add_argument("--baseline-src", type=Path, help="another checkout's src/ (e.g. the code before) for the same commands")
     ap.add_argument("--no-model", action="store_true", help="skip the rows that load the real model")
+    ap.add_argument("--wal-only", action="store_true", help="only the WAL-kept vs checkpoint-at-close rows")
     args = ap.parse_args(argv)
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench_mem_cli_") as tmp_s:
         tmp = Path(tmp_s)
         root, kw, model_db = _setup(tmp, args.memories)
+        if args.wal_only:
+            _wal_rows(tmp, kw, args.reps, not args.no_model, args.memories)
+            return
         batch_file = tmp / "batch.jsonl"
         batch_file.write_text("".join(json.dumps({"content": f"Goal g{i} | deploy record {i} went green"}) + "\n"
                                       for i in range(args.batch)))
@@ -214,6 +322,7 @@ def run(argv: list[str]) -> None:
             print("|---|---|---|---|")
             for row in _session_rows(max(3, args.reps // 2)) + _close_rows(tmp, args.reps * 3):
                 print("| " + " | ".join(row) + " |", flush=True)
+        _wal_rows(tmp, kw, args.reps, not args.no_model, args.memories)
 
 
 if __name__ == "__main__":

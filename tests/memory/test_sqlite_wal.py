@@ -281,3 +281,18 @@ def test_opening_a_store_without_writing_leaves_the_wal_as_it_was(tmp_path: Path
     size = wal_size(db)
     SQLiteMemoryStore(db, embedder=HashingEmbedder()).close()
     assert wal_size(db) == size
+
+
+def test_opening_a_store_loads_ctypes_core_only(tmp_path: Path) -> None:
+    """Cold start: the switch costs `_ctypes` (0.8 ms), never the `ctypes` package (2-8 ms: a callback thunk
+    at import); a process that opens no store loads neither."""
+    code = """
+        import sys
+        from pathlib import Path
+        from atomic_agents.memory import HashingEmbedder, SQLiteMemoryStore
+        import atomic_agents.memory._sqlite
+        before = "_ctypes" in sys.modules or "ctypes" in sys.modules
+        SQLiteMemoryStore(Path(sys.argv[1]), embedder=HashingEmbedder()).close()
+        print(before, "ctypes" in sys.modules, "_ctypes" in sys.modules, Path(sys.argv[1] + "-wal").exists())
+    """
+    assert run_py(code, str(tmp_path / "m.db")).split() == ["False", "False", str(ON_311), "True"]
