@@ -97,8 +97,8 @@ def test_the_switch_reads_back_set_and_can_be_turned_off_again(tmp_path: Path) -
 
 
 def test_the_wal_stays_bounded_over_many_short_lived_writers(tmp_path: Path) -> None:
-    """8 processes, each opening the store 4 times to store 30 memories (~0.28 MB of WAL each time): about
-    9 MB through the WAL in all. After every close the WAL left behind is at most WAL_KEEP_BYTES and, mostly,
+    """8 processes, each opening the store 4 times to store 15 memories (~0.14 MB of WAL each time): about
+    4.5 MB through the WAL in all. After every close the WAL left behind is at most WAL_KEEP_BYTES and, mostly,
     there (a small one is not checkpointed at close); the data went into the file (a close that found the
     WAL past the limit checkpointed it); a new process sees every row."""
     db = tmp_path / "m.db"
@@ -111,7 +111,7 @@ def test_the_wal_stays_bounded_over_many_short_lived_writers(tmp_path: Path) -> 
             store = SQLiteMemoryStore(db, embedder=HashingEmbedder())
             store.remember_many([(f"process {n} cycle {cycle} record {i} "
                                   + " ".join(f"w{(n * 7919 + cycle * 997 + i * 31 + k) % 5003}" for k in range(300)), None)
-                                 for i in range(30)], Scope("a", "u"))
+                                 for i in range(15)], Scope("a", "u"))
             store.close()
             wal = Path(f"{db}-wal")
             print(wal.stat().st_size if wal.exists() else 0, db.stat().st_size)
@@ -123,9 +123,9 @@ def test_the_wal_stays_bounded_over_many_short_lived_writers(tmp_path: Path) -> 
             sizes.append(w)
             db_sizes.append(d)
     assert max(sizes) <= _sqlite_wal.WAL_KEEP_BYTES
-    assert sum(s > 0 for s in sizes) >= 24  # of 32: kept at close, not checkpointed there
+    assert sum(s > 0 for s in sizes) >= 20  # of 32: kept at close, not checkpointed there
     assert db_sizes[0] < 256 * 1024 and db_sizes[-1] > 2 * _sqlite_wal.WAL_KEEP_BYTES  # more than the WAL ever held
-    assert int(run_py(COUNT, str(db)).split()[0]) == 8 * 4 * 30
+    assert int(run_py(COUNT, str(db)).split()[0]) == 8 * 4 * 15
 
 
 def test_a_long_lived_store_still_autocheckpoints_while_writing(tmp_path: Path) -> None:
@@ -150,11 +150,11 @@ def test_a_wal_grown_past_the_limit_is_checkpointed_at_close(tmp_path: Path) -> 
     db = tmp_path / "m.db"
     store = SQLiteMemoryStore(db, embedder=HashingEmbedder())
     text = " ".join(f"word{k}" for k in range(700))
-    store.remember_many([(f"big {i} {text}", None) for i in range(600)], SCOPE)
+    store.remember_many([(f"big {i} {text}", None) for i in range(300)], SCOPE)
     assert wal_size(db) > _sqlite_wal.WAL_KEEP_BYTES
     store.close()
     assert wal_size(db) == 0
-    assert int(run_py(COUNT, str(db)).split()[0]) == 600
+    assert int(run_py(COUNT, str(db)).split()[0]) == 300
 
 
 def test_compact_still_truncates_the_wal(tmp_path: Path) -> None:
