@@ -252,7 +252,7 @@ def _wal_rows(tmp: Path, kw: Path, reps: int, with_model: bool, n_mem: int) -> N
         k6, c6 = med["kept"], med["checkpoint"]
         print(f"| {label} | {k6[0]:.2f} / {k6[1]:.2f} ({k6[2]:.2f} / {k6[3]:.2f}) | {c6[0]:.2f} / {c6[1]:.2f} "
               f"({c6[2]:.2f} / {c6[3]:.2f}) | {c6[4] - k6[4]:.2f} ({c6[5] - k6[5]:.2f}) |", flush=True)
-    # The close that does checkpoint: once the kept WAL passes WAL_KEEP_BYTES (about once in 23 remember
+    # The close that does checkpoint: once the kept WAL passes WAL_KEEP_BYTES (about once in 20 remember
     # processes), against a close that keeps a WAL half that size; in this process, interleaved.
     closes: dict[bool, list[float]] = {True: [], False: []}
     for i in range(max(3, reps // 2)):
@@ -268,7 +268,7 @@ def _wal_rows(tmp: Path, kw: Path, reps: int, with_model: bool, n_mem: int) -> N
             st.close()
             closes[big].append(time.perf_counter() - t0)
     print(f"\n| store close (in process, median ms) | WAL at half of {WAL_KEEP_BYTES >> 10} KiB: kept "
-          f"| WAL past {WAL_KEEP_BYTES >> 10} KiB: checkpointed (one close in ~23 remember processes) |")
+          f"| WAL past {WAL_KEEP_BYTES >> 10} KiB: checkpointed (one close in ~20 remember processes) |")
     print("|---|---|---|")
     print(f"| one write per open, then close | {1000 * statistics.median(closes[False]):.2f} "
           f"| {1000 * statistics.median(closes[True]):.2f} |")

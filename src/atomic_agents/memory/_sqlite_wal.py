@@ -14,9 +14,9 @@ so SQLite never restarts (rewinds) that WAL for one-write processes: it would on
 Hence:
 
 - :func:`close` turns the checkpoint back on when the WAL is larger than
-  :data:`WAL_KEEP_BYTES` (1 MiB). That happens about once in 23 ``memory remember``
-  processes (about 45 KB of WAL each), or after one big transaction such as a large
-  ``remember --jsonl``. The limit is below SQLite's autocheckpoint (1000 pages, about
+  :data:`WAL_KEEP_BYTES` (1 MiB). That happens about once in 20 ``memory remember``
+  processes (45-60 KB of WAL each, measured on 10,000 memories), or after one big
+  transaction such as a large ``remember --jsonl``. The limit is below SQLite's autocheckpoint (1000 pages, about
   4 MB). So a CLI process never meets a WAL that every commit checkpoints in full again
   (autocheckpoint fires at each commit once the WAL has 1000 frames, and recovery
   has forgotten they are copied).
