@@ -296,3 +296,17 @@ def test_opening_a_store_loads_ctypes_core_only(tmp_path: Path) -> None:
         print(before, "ctypes" in sys.modules, "_ctypes" in sys.modules, Path(sys.argv[1] + "-wal").exists())
     """
     assert run_py(code, str(tmp_path / "m.db")).split() == ["False", "False", str(ON_311), "True"]
+
+
+@needs_311
+def test_an_error_inside_the_binding_opens_the_store_and_checkpoints_as_before(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+
+    def broken(lib: object, handle: int, value: int) -> int:
+        raise ctypes.ArgumentError("argument 1: wrong type")
+
+    monkeypatch.setattr(_sqlite_wal, "_db_config", broken)
+    db = tmp_path / "m.db"
+    ids = _store_and_close(db)
+    assert not wal(db).exists() and int(run_py(COUNT, str(db)).split()[0]) == len(ids)

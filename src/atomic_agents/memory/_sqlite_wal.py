@@ -79,13 +79,14 @@ def keep_wal_on_close(conn: sqlite3.Connection, path: Path, keep: bool = True) -
             return bool(conn.getconfig(no_ckpt)) is keep  # type: ignore[attr-defined,unused-ignore]
         except (sqlite3.Error, AttributeError, TypeError):  # pragma: no cover - a SQLite without the option
             return False
-    lib = _library()
-    if lib is None:
+    try:
+        lib = _library()
+        handle = None if lib is None else verified_handle(conn, path)
+        if handle is None:
+            return False
+        return _db_config(lib, handle, int(keep)) == int(keep) and _db_config(lib, handle, -1) == int(keep)
+    except Exception:  # noqa: BLE001 - e.g. ctypes.ArgumentError: in doubt, closing checkpoints as before
         return False
-    handle = verified_handle(conn, path)
-    if handle is None:
-        return False
-    return _db_config(lib, handle, int(keep)) == int(keep) and _db_config(lib, handle, -1) == int(keep)
 
 
 def close(conn: sqlite3.Connection, path: Path) -> None:
