@@ -240,18 +240,15 @@ def _wal_rows(tmp: Path, kw: Path, reps: int, with_model: bool, n_mem: int) -> N
               f"{1000 * cc:.1f} | {1000 * (c - k):.1f} ({1000 * (cmin - kmin):.1f}) |", flush=True)
     # The part of each process that differs, timed inside it: less exposed to the machine's load. CPU time
     # leaves out waiting for a core (the load) and for the disk (the checkpoint's fsyncs).
-    print("\n| inside the process, median ms: store open / close (wall; CPU) | WAL kept | checkpoint at close (same run) "
-          "| saved ms, open+close wall (CPU) |")
-    print("|---|---|---|---|")
+    print("\n| inside the process, median ms, wall (CPU) | open: WAL kept | open: checkpoint variant | close: WAL kept "
+          "| close: checkpoint variant | close saves, wall (CPU) | open costs, wall (CPU) |")
+    print("|---|---|---|---|---|---|---|")
     for label, _argv, _kind in cases:
-        med = {}
-        for m in ("kept", "checkpoint"):
-            sp = spans[(label, m)]
-            med[m] = [statistics.median(x[i] for x in sp) for i in range(4)] + [
-                statistics.median(x[0] + x[1] for x in sp), statistics.median(x[2] + x[3] for x in sp)]
-        k6, c6 = med["kept"], med["checkpoint"]
-        print(f"| {label} | {k6[0]:.2f} / {k6[1]:.2f} ({k6[2]:.2f} / {k6[3]:.2f}) | {c6[0]:.2f} / {c6[1]:.2f} "
-              f"({c6[2]:.2f} / {c6[3]:.2f}) | {c6[4] - k6[4]:.2f} ({c6[5] - k6[5]:.2f}) |", flush=True)
+        k = [statistics.median(x[i] for x in spans[(label, "kept")]) for i in range(4)]
+        c = [statistics.median(x[i] for x in spans[(label, "checkpoint")]) for i in range(4)]
+        print(f"| {label} | {k[0]:.2f} ({k[2]:.2f}) | {c[0]:.2f} ({c[2]:.2f}) | {k[1]:.2f} ({k[3]:.2f}) "
+              f"| {c[1]:.2f} ({c[3]:.2f}) | {c[1] - k[1]:.2f} ({c[3] - k[3]:.2f}) | {k[0] - c[0]:.2f} ({k[2] - c[2]:.2f}) |",
+              flush=True)
     # The close that does checkpoint: once the kept WAL passes WAL_KEEP_BYTES (about once in 20 remember
     # processes), against a close that keeps a WAL half that size; in this process, interleaved.
     closes: dict[bool, list[float]] = {True: [], False: []}
