@@ -142,6 +142,31 @@ def test_the_minilm_token_vectors_are_unit_rows_without_special_tokens() -> None
     assert vecs.shape == (len(tokens), 384) and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
 
 
+def test_the_query_token_states_come_from_the_query_embedding_pass_without_a_second_model_run() -> None:
+    emb = MiniLMEmbedder()
+    query = "what food should we keep away from Bob?"
+    emb.embed_batch([query])  # the search's semantic pass
+    runs: list[int] = []
+    session = emb._session
+    real_run = session.run
+
+    class Counting:
+        def run(self, *args: Any, **kwargs: Any) -> Any:
+            runs.append(1)
+            return real_run(*args, **kwargs)
+
+    emb._session = Counting()
+    try:
+        ((tokens, vecs),) = emb.token_vectors([query])
+        assert runs == []  # served from the embedding pass
+        ((other, _),) = emb.token_vectors(["Bob is allergic to peanuts"])
+        assert runs == [1] and other[0] == "bob"  # another text is read by the model
+    finally:
+        emb._session = session
+    ((fresh_tokens, fresh_vecs),) = MiniLMEmbedder().token_vectors([query])  # a fresh process-like embedder
+    assert tokens == fresh_tokens and np.array_equal(vecs, fresh_vecs)
+
+
 # -- the CLI --------------------------------------------------------------------------------------------
 
 

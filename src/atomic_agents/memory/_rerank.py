@@ -30,8 +30,10 @@ Constants are fitted for the default model (``bench/bench_memory.py --section qu
 fake's word vectors make ``m`` a word-coverage share). An embedder without
 ``token_vectors`` cannot re-rank: a typed error says so.
 
-Cost: one model pass over the query and the candidates, on the session the embedder
-picks for that many texts (``bench/_mem_quality.py`` times it against plain hybrid).
+Cost: one model pass over the candidates, on the session the embedder picks for that many
+texts; the query's token states come from the search's own query embedding (the default
+model keeps the last one-text pass's states), so the query is not read twice
+(``bench/_mem_quality.py`` times the stage against plain hybrid).
 """
 
 from __future__ import annotations
@@ -108,8 +110,14 @@ def maxsim(query: np.ndarray, memory: np.ndarray) -> tuple[float, float]:
 
 
 def signals(embedder: Any, query: str, texts: Sequence[str]) -> list[tuple[float, float]]:
-    """``(m, n)`` of each text against the query (one model pass over the query and the texts together)."""
-    (q_tokens, q_vecs), *mems = _token_vectors(embedder, [query, *texts])
+    """``(m, n)`` of each text against the query.
+
+    The query's token states are asked for on their own, so an embedder that has just embedded
+    that query (the search's semantic pass) hands back that pass's states instead of running the
+    model on it again (``MiniLMEmbedder.token_vectors``); the texts take one more pass.
+    """
+    ((q_tokens, q_vecs),) = _token_vectors(embedder, [query])
+    mems = _token_vectors(embedder, texts) if texts else []
     q = _query_side(q_tokens, q_vecs)
     return [maxsim(q, vecs) for _, vecs in mems]
 
