@@ -585,6 +585,9 @@ def run(argv: Sequence[str] | None = None) -> None:
         rcal = None
         if args.fit:
             rcal = fit_rerank([rerank_rows(emb, q["query"], p, cal, text_of) for q, p in zip(queries, pools, strict=True)], wants)
+            import _mem_rerank_designs as designs  # bench/_mem_rerank_designs.py: the score designs tried for the stage
+
+            designs.print_cv(designs.top1_rows(emb, store, queries, wants, pools, cal, text_of, rank_hybrid))
         rerank_lists = [rank_rerank(emb, q["query"], p, cal, text_of, rcal) for q, p in zip(queries, pools, strict=True)]
         rankers = {
             "keyword (search)": rank_keyword,
@@ -640,6 +643,10 @@ def run(argv: Sequence[str] | None = None) -> None:
 
             dev_pools = [pool_of(store, q["query"]) for q in dev_q]
             feature_experiment(rows(dev_q, dev_wants, dev_pools), rows(queries, wants, pools))
+            import _mem_rerank_designs as designs  # bench/_mem_rerank_designs.py: the score designs tried for the stage
+
+            designs.print_test(designs.top1_rows(emb, store, dev_q, dev_wants, dev_pools, cal, text_of, rank_hybrid),
+                               designs.top1_rows(emb, store, queries, wants, pools, cal, text_of, rank_hybrid))  # fmt: skip
         print(f"\nre-rank latency (load {open('/proc/loadavg').read().split()[0]}), interleaved, limit 5:\n")
         print("| metric | atomic-agents | baseline (same run) | target |\n|---|---|---|---|")
         for row in rerank_latency(store, [q["query"] for q in queries], args.rerank_reps):
