@@ -416,7 +416,7 @@ def fit_rerank(rows: list[tuple[list[tuple[float, int]], list[int], np.ndarray]]
     below = z[z < best_cut]
     cut = (best_cut + below.max()) / 2 if len(below) else best_cut
     rcal = _rerank.RerankCalibration(
-        score=tuple(round(float(w), 3) for w in v[:-1]), bias=round(math.log(FLOOR / (1 - FLOOR)) - cut, 3),  # type: ignore[arg-type]
+        score=tuple(round(float(w), 3) for w in v[:-1]), bias=round(float(math.log(FLOOR / (1 - FLOOR)) - cut), 3),  # type: ignore[arg-type]
         order=tuple(round(float(w), 3) for w in order),  # type: ignore[arg-type]
     )  # fmt: skip
     print(f"re-rank constants (score over c, e, k, m, n; order): {rcal}")

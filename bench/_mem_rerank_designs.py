@@ -19,6 +19,8 @@ Features of a (query, memory) pair, from the bundled model's token states of bot
   ``mil, nil, rare2l``: the same with a word whose stem the memory holds counted as matched (1.0);
 - ``memcov``: the mean over the memory's tokens of their best cosine in the query (how much of the
   memory the query covers); ``loglen``: log(1 + the memory's token count);
+- ``mp, np``: ``m, n`` of the best-matched question of a query that asks two things
+  (``... and how was it fixed?``; ``_rerank.query_parts``): what the stage now computes;
 - ``gm4``: a soft minimum (power mean, p = -4) of the word matches; ``resid``: cosine between the
   memory's pooled vector and the query's token states pooled with weight (1 - best match) (what
   of the question is left once matched tokens are taken out).
@@ -36,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from atomic_agents.memory import _rerank
 from atomic_agents.memory import _scoring as scoring
 from atomic_agents.memory._embed import _normalise
 
@@ -91,6 +94,7 @@ def pair_features(emb: Any, query: str, text: str, d: dict[str, float], idfs: di
         memcov=float(S.max(axis=0).mean()), loglen=math.log1p(len(mt)),
         gm4=float(np.mean(np.clip(bw, 0.05, 1.0) ** -4.0) ** -0.25),
     )  # fmt: skip
+    f["mp"], f["np"] = _rerank._best_part(best, _rerank.query_parts(qt))  # two-part questions: the best-matched part
     idx_all = np.concatenate([np.asarray(idx) for idx, _, _ in words])
     soft = np.clip(1.0 - best[idx_all], 0.0, None)
     resid = (q_raw[idx_all] * soft[:, None]).sum(0)
@@ -168,6 +172,8 @@ DESIGNS: dict[str, tuple[list[str], list[tuple[str, str]], Callable[..., Any]]] 
     "lexical match counts as matched (mil, nil, rare2l)": (B + ["mil", "nil", "rare2l"], [], fit_logistic),
     "shipped + memory side (memcov, loglen)": (B + ["m", "n", "memcov", "loglen"], [], fit_logistic),
     "shipped + soft min, residual (gm4, resid)": (B + ["m", "n", "gm4", "resid"], [], fit_logistic),
+    "two-part questions: the best part's m, n (the stage now)": (B + ["mp", "np"], [], fit_logistic),
+    "the stage now + v2": (B + ["v2", "mp", "np"], [], fit_logistic),
     "shipped + interactions (c n, e n, n^2)": (B + ["m", "n"], [("c", "n"), ("e", "n"), ("n", "n")], fit_logistic),
     "boosted stumps over the shipped features": (B + ["m", "n"], [], fit_stumps),
     "boosted stumps over every feature": (B + ["v2", "m", "n", "mi", "ni", "miss60", "rare2", "memcov", "loglen", "gm4", "resid"], [], fit_stumps),

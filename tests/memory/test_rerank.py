@@ -81,6 +81,25 @@ def test_maxsim_is_the_mean_and_min_best_match_of_the_query_tokens() -> None:
     assert _rerank.maxsim(q, np.empty((0, 2))) == (0.0, 0.0)
 
 
+def test_a_query_splits_into_questions_before_and_plus_a_question_word() -> None:
+    assert _rerank.query_parts("what broke and how was it fixed ?".split()) == [[1], [6]]
+    assert _rerank.query_parts("who is karim , and why is he leaving ?".split()) == [[2], [8]]
+    assert _rerank.query_parts("bob and maya went skiing".split()) == [[0, 2, 3, 4]]  # "and" + no question word
+    assert _rerank.query_parts("which test went badly , and why ?".split()) == [[1, 2, 3]]  # "why" alone: no content
+    assert _rerank.query_parts("what is it ?".split()) == [[0, 1, 2, 3]]  # no content token: every token
+
+
+def test_a_two_part_question_is_matched_by_the_part_the_memory_answers() -> None:
+    emb = HashingEmbedder()
+    memory = ["the billing deploy broke after the migration"]
+    one = _rerank.signals(emb, "billing deploy broke", memory)
+    both = _rerank.signals(emb, "billing deploy broke and who replaced the printer toner", memory)
+    assert one == both == [(pytest.approx(1.0), pytest.approx(1.0))]  # the unanswered second question is not held against it
+    whole = _rerank.maxsim(_rerank._query_side(*emb.token_vectors(["billing deploy broke who replaced printer toner"])[0]),
+                           emb.token_vectors(memory)[0][1])  # fmt: skip
+    assert whole[1] < 0.5  # read as one question, the memory misses half of it
+
+
 def test_rerank_reorders_below_the_top_hit_by_token_matches() -> None:
     emb = HashingEmbedder()
     texts = {1: "nothing shared here", 2: "printer toner again", 3: "the peanut allergy of bob", 4: "bob"}
@@ -134,6 +153,39 @@ def test_rerank_keeps_a_same_person_question_the_store_cannot_answer_below_the_f
     for query in ("What is Bob's favourite film?", "Which university did Maya study at?"):
         ranked = minilm_store.search_hybrid(query, SCOPE, limit=3, rerank=True)
         assert ranked and ranked[0].score < RELEVANCE_FLOOR, (query, ranked[0].content, ranked[0].score)
+
+
+_MINILM = MiniLMEmbedder()
+_FILLER = [
+    "The printer on the third floor needs new toner every two weeks.",
+    "Lunch on Friday is at the Italian place near the station.",
+    "The quarterly report is due at the end of March.",
+    "Parking permits are renewed in January at the front desk.",
+]
+
+
+def test_a_memory_missing_the_querys_rarest_word_scores_lower_than_the_same_memory_with_it(make_store: Any) -> None:
+    store = make_store(_MINILM)
+    with_it, without = Scope("wifi", "with"), Scope("wifi", "without")
+    store.remember("Guest Wi-Fi in the Grenoble studio: the password is printed on the card at reception.", None, with_it)
+    store.remember("Guest Wi-Fi in the Lyon office: the password is printed on the card at reception.", None, without)
+    for sc in (with_it, without):
+        for text in _FILLER:
+            store.remember(text, None, sc)
+    query = "What is the Wi-Fi password in the Grenoble studio?"
+    got = {sc: store.search_hybrid(query, sc, limit=1, rerank=True)[0] for sc in (with_it, without)}
+    assert "Grenoble" in got[with_it].content and "Lyon" in got[without].content
+    assert got[with_it].score >= RELEVANCE_FLOOR > got[without].score, {sc.user_id: h.score for sc, h in got.items()}
+
+
+def test_a_paraphrase_asked_together_with_another_question_still_scores_above_the_floor(make_store: Any, scope: Scope) -> None:
+    store = make_store(_MINILM)
+    store.remember("Bob is allergic to peanuts; keep them out of his lunch.", None, scope)
+    for text in _FILLER:
+        store.remember(text, None, scope)
+    for query in ("what food should we keep away from Bob?", "what food should we keep away from Bob, and when is his birthday?"):
+        (hit,) = store.search_hybrid(query, scope, limit=1, rerank=True)
+        assert "peanuts" in hit.content and hit.score >= RELEVANCE_FLOOR, (query, hit.score)
 
 
 def test_the_minilm_token_vectors_are_unit_rows_without_special_tokens() -> None:
