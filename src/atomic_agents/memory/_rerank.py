@@ -138,7 +138,8 @@ def query_parts(tokens: Sequence[str]) -> list[list[int]]:
     >>> query_parts(["bob", "and", "maya"])
     [[0, 2]]
     """
-    spans, cur = [], []
+    spans: list[list[int]] = []
+    cur: list[int] = []
     for i, t in enumerate(tokens):
         if t.lower() == "and" and cur and i + 1 < len(tokens) and tokens[i + 1].lower() in _QUESTION_STARTS:
             spans.append(cur)
