@@ -392,6 +392,28 @@ def rank_rerank(emb: Any, query: str, p: dict[int, dict[str, float]], cal: scori
         _rerank._FITTED.update(saved)
 
 
+#: The stage's constants before two-part questions were matched by their best part (the baseline row).
+PREVIOUS_RERANK = ((-0.365, -0.863, -4.795, 15.937, 2.297), -6.524, (6.569, 10.489, -7.145, 23.052, 1.489))
+
+
+def rank_previous_rerank(emb: Any, query: str, p: dict[int, dict[str, float]], cal: scoring.Calibration,
+                         text: dict[int, str], depth: int | None = None) -> list[tuple[float, int]]:  # fmt: skip
+    """The stage before two-part matching: every query read as one question, its former constants."""
+    from atomic_agents.memory import _rerank
+
+    def one_question(tokens: Sequence[str]) -> list[list[int]]:
+        keep = _rerank._content(tokens, range(len(tokens)))
+        return [keep or list(range(len(tokens)))]
+
+    score, bias, order = PREVIOUS_RERANK
+    saved = _rerank.query_parts
+    _rerank.query_parts = one_question  # type: ignore[assignment]
+    try:
+        return rank_rerank(emb, query, p, cal, text, _rerank.RerankCalibration(score, bias, order), depth)
+    finally:
+        _rerank.query_parts = saved  # type: ignore[assignment]
+
+
 def fit_rerank(rows: list[tuple[list[tuple[float, int]], list[int], np.ndarray]], wants: list[set[int]]) -> Any:
     """Dev fit of the re-rank constants: a pairwise ranker over the top-N features (order of ranks 2..N) and
     a logistic P(right) on the hybrid top-1 hits, right against an unanswerable query's (the score),
@@ -601,6 +623,8 @@ def run(argv: Sequence[str] | None = None) -> None:
         results["hybrid + rerank (opt-in, top 20 re-read)"] = metrics(rerank_lists, wants, kinds, sources)
         results["hybrid + rerank of the top-1 only (score, same order)"] = metrics(
             [rank_rerank(emb, q["query"], p, cal, text_of, rcal, 1) for q, p in zip(queries, pools, strict=True)], wants, kinds, sources)  # fmt: skip
+        results["previous rerank stage (one question per query, its constants; top 20)"] = metrics(
+            [rank_previous_rerank(emb, q["query"], p, cal, text_of) for q, p in zip(queries, pools, strict=True)], wants, kinds, sources)  # fmt: skip
         if not args.fit:  # the pools mirror the store: check the public calls agree with them
             for q, p, rl in list(zip(queries, pools, rerank_lists, strict=True))[:20]:
                 api = [store._read("SELECT seq FROM memories WHERE id = ?", [h.id])[0][0] for h in store.search_hybrid(q["query"], SCOPE, limit=10)]
