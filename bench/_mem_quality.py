@@ -86,7 +86,7 @@ def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL) -> dict[int
         cands[k].update(cos=c, sem_rank=i)
     for i, r in enumerate(kw_rows):
         cands[r[0]].update(bm25=-r[-1], kw_rank=i)
-    qv = np.asarray(store.embedder.embed_batch([query])[0], dtype=np.float32)
+    qv = np.asarray(store.embedder.embed_batch([store._semantic_text(query)])[0], dtype=np.float32)
     for k, c in index.scores_for(qv, [k for k in cands if "cos" not in cands[k]]).items():
         cands[k]["cos"] = c
     if fq:

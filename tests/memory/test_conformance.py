@@ -404,3 +404,29 @@ def test_import_names_the_line_that_is_not_utf8(store: MemoryStore, scope: Scope
     # The one decoding chokepoint (atomic_agents._text) names file:line.
     assert getattr(info.value, "line", None) == 301 and "latin1.jsonl:301" in str(info.value)
     assert store.health().total == 0
+
+
+def _conversation(store: MemoryStore, scope: Scope) -> str:
+    """A chat where the speaker's name is in every turn, and one turn about the hike."""
+    hike = store.remember("Caroline: I went hiking in the hills last week and got lost near the ridge", None, scope)
+    for i in range(60):
+        store.remember(f"Caroline: {['Cool', 'Wow', 'Nice', 'Haha'][i % 4]}!", None, scope)
+        store.remember(f"Melanie: tell me more about turn {i}", None, scope)
+    return hike
+
+
+def test_semantic_side_leaves_out_a_word_nearly_every_memory_holds(store: MemoryStore, scope: Scope) -> None:
+    # The name is in half the store, so BM25 gives it no weight; an embedding of the whole question
+    # would rank the short "Caroline: Cool!" turns first. Embedded without it, the hike comes first.
+    hike = _conversation(store, scope)
+    assert store.recall("When did Caroline go hiking?", scope, limit=1)[0].id == hike
+    assert store.search_hybrid("When did Caroline go hiking?", scope, limit=1)[0].id == hike
+    # a question of nothing but the common word keeps it: something must be embedded
+    assert store.recall("Caroline?", scope, limit=3)
+
+
+def test_a_small_store_embeds_the_whole_question(store: MemoryStore, scope: Scope) -> None:
+    # Fewer than UBIQUITOUS_MIN_ROWS rows: document frequencies say too little to drop a word.
+    short = store.remember("Caroline: Cool!", None, scope)
+    store.remember("Caroline: I went hiking in the hills last week and got lost near the ridge", None, scope)
+    assert store.recall("When did Caroline go hiking?", scope, limit=1)[0].id == short

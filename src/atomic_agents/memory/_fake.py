@@ -53,6 +53,7 @@ from ._scoring import (
     keyword_evidence,
     keyword_score,
     keyword_terms,
+    semantic_query,
     semantic_score,
     stems,
     tokens,
@@ -225,6 +226,15 @@ class InMemoryMemoryStore:
             got = self._tokens[content] = Counter(tokens([content])[0])
         return got
 
+    def _semantic_text(self, query: str) -> str:
+        """The text the query is embedded as (``_scoring.semantic_query``), over every stored memory's stems."""
+        wanted = set(stems(keyword_terms(query)).values())
+        if not wanted:
+            return query
+        every = [self._counts(m.content) for m in self._mems.values()]
+        idfs = {t: idf(len(every), sum(1 for c in every if c[t])) for t in wanted}
+        return semantic_query(query, idfs, len(every))
+
     def _evidence(self, query: str, pool: list[Memory]) -> dict[str, float]:
         """Keyword evidence of each memory in ``pool`` that matches a query word."""
         return self._keyword_signals(query, pool)[0]
@@ -269,7 +279,7 @@ class InMemoryMemoryStore:
                 stored=self._stored_model,
                 current=self.embedder.model_id,
             )
-        qv = embed_texts(self.embedder, [query])[0]
+        qv = embed_texts(self.embedder, [self._semantic_text(query)])[0]
         return {
             m.id: float(self._vecs[m.id][2] @ qv)
             for m in pool

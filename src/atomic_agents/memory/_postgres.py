@@ -74,6 +74,7 @@ from ._scoring import (
     keyword_evidence,
     keyword_score,
     keyword_terms,
+    semantic_query,
     semantic_score,
     stems,
     tokens,
@@ -420,6 +421,16 @@ class PostgresMemoryStore(PostgresLeases):
         )[0]
         return {st: idf(int(row[0]), int(n)) for st, n in zip(firsts, row[1:], strict=True)}
 
+    def _semantic_text(self, query: str) -> str:
+        """The text the query is embedded as (:func:`~._scoring.semantic_query`: BM25's own row counts)."""
+        if not keyword_terms(_fold(query)):
+            return query
+        idfs = self._idf(query)
+        if not idfs:
+            return query
+        n_rows = int(self._read("SELECT coalesce(sum(n), 0) FROM memory_rows")[0][0])
+        return semantic_query(query, idfs, n_rows)
+
     def _evidence(self, query: str, mems: Mapping[int, Memory]) -> dict[int, float]:
         """Keyword evidence (shared BM25 over SQLite's tokens) of each given memory that matches."""
         return self._keyword_signals(query, mems)[0]
@@ -474,7 +485,7 @@ class PostgresMemoryStore(PostgresLeases):
 
     def _semantic(self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int) -> tuple[np.ndarray, list[tuple[int, float, Memory]]]:
         dim = self._require_model()
-        qv = np.asarray(self.embedder.embed_batch([q])[0], dtype=np.float32)
+        qv = np.asarray(self.embedder.embed_batch([self._semantic_text(q)])[0], dtype=np.float32)
         extra, fparams = _filter_sql(filters)
         post = _needs_python_check(filters)
         model = self._model_literal()

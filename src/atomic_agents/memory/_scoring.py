@@ -83,6 +83,7 @@ __all__ = [
     "keyword_evidence",
     "keyword_score",
     "keyword_terms",
+    "semantic_query",
     "semantic_score",
     "stems",
     "tokens",
@@ -172,6 +173,45 @@ def stems(words: Iterable[str]) -> dict[str, str]:
     """``word -> stem`` as the index stores it (words that tokenize to nothing are left out)."""
     ws = list(words)
     return {w: t[0] for w, t in zip(ws, tokens(ws), strict=True) if t}
+
+
+#: A query word whose IDF is below this is in more than ~43% of the store's memories (FTS5's
+#: ``idf``: ``ln((N - n + 0.5) / (n + 0.5)) < 0.3``): BM25 gives it almost no weight, and the
+#: semantic side leaves it out of the text it embeds (:func:`semantic_query`).
+UBIQUITOUS_IDF = 0.3
+#: Below this many rows the store's document frequencies say too little to leave a word out.
+UBIQUITOUS_MIN_ROWS = 50
+
+
+def semantic_query(query: str, idfs: Mapping[str, float], n_rows: int) -> str:
+    """The text a query is embedded as: ``query`` without the content words nearly every memory holds.
+
+    A word in nearly half of the store (the user's or the agent's own name in its memories, the
+    speaker's name in every turn of a conversation) says nothing about *which* memory is meant,
+    and BM25 already ignores it; but a sentence embedding leans on names, so every memory that
+    holds it looks close ("Caroline: Cool!" against "When did Caroline go hiking?"). Such words
+    (``idfs[stem] < UBIQUITOUS_IDF``, ``idfs`` as the keyword side computes them) are dropped,
+    with a possessive ``'s``. The query is unchanged when the store has fewer than
+    :data:`UBIQUITOUS_MIN_ROWS` rows, when no word qualifies, or when no other content word
+    would be left.
+
+    >>> semantic_query("When did Caroline go hiking?", {"carolin": 1e-6, "hike": 4.1}, 400)
+    'When did go hiking?'
+    >>> semantic_query("Where is Caroline's bike?", {"carolin": 1e-6, "bike": 3.0}, 400)
+    'Where is bike?'
+    >>> semantic_query("Caroline?", {"carolin": 1e-6}, 400)
+    'Caroline?'
+    >>> semantic_query("When did Caroline go hiking?", {"carolin": 1e-6, "hike": 4.1}, 20)
+    'When did Caroline go hiking?'
+    """
+    if n_rows < UBIQUITOUS_MIN_ROWS or not idfs:
+        return query
+    by_word = stems(keyword_terms(query))
+    common = {w for w, st in by_word.items() if idfs.get(st, UBIQUITOUS_IDF) < UBIQUITOUS_IDF}
+    if not common or all(w in common for w in by_word):
+        return query
+    drop = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(common, key=len, reverse=True)) + r")(?:['\u2019]s)?\b", re.IGNORECASE)
+    return " ".join(drop.sub("", query).split()).replace(" ?", "?").replace(" ,", ",").replace(" .", ".")
 
 
 # -- BM25 on an absolute scale ---------------------------------------------------------------

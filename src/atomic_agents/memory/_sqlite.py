@@ -456,7 +456,8 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
             # the stored model can only change with a commit, which _sync has just looked at
             if self._index_model != self.embedder.model_id:
                 self._require_model()
-            qv = np.asarray(self.embedder.embed_batch([q])[0], dtype=np.float32)
+            # embedded without the words nearly every memory holds (_scoring.semantic_query)
+            qv = np.asarray(self.embedder.embed_batch([self._semantic_text(q)])[0], dtype=np.float32)
             if not filters:
                 return qv, index, None, index.search(qv, sc.key(), limit, now=time.time())
             found = self._filtered_top(qv, index, sc, filters, limit)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..exceptions import StoreError
 from ._base import metadata_matches
 from ._models import Memory, Scope
-from ._scoring import fts_query, idf, keyword_coverage, keyword_evidence, keyword_terms, stems
+from ._scoring import fts_query, idf, keyword_coverage, keyword_evidence, keyword_terms, semantic_query, stems
 from ._sqlite_sql import _BY_ROWID_SCOPE, _COLS, _LIVE, _SCOPE, _needs_python_check, _tag_clause
 from ._base import memory_from_row as _memory
 
@@ -88,6 +88,14 @@ class SQLiteKeyword:
         with self._lock:
             self._idf_memo = (key, query, out)
         return out
+
+    def _semantic_text(self, query: str) -> str:
+        """The text the query is embedded as (:func:`~._scoring.semantic_query`, over the FTS index's counts)."""
+        if not keyword_terms(query):
+            return query
+        idfs = self._idf(query)
+        rows = self._fts_rows
+        return semantic_query(query, idfs, rows[1] if rows is not None else 0)
 
     def _matches(self, query: str) -> Matches:
         """Every row matching a query word: its bm25, and what :meth:`Matches.coverage` needs.
