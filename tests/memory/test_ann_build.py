@@ -122,14 +122,41 @@ def test_a_graph_of_another_epoch_is_never_used(tmp_path: Path, data: tuple[np.n
     first.build_ann()
     first.close()
     stamp = ann_path(db).stat().st_mtime_ns
-    # another process hard-deletes rows: the epoch moves and the saved graph still holds them
+    # another process hard-deletes rows and reindexes: the epoch moves (the log is emptied)
     gone = [ids[i] for i in range(3 * PER, 3 * PER + 4)]
+    for i in range(3 * PER, 3 * PER + 4):
+        assert exact.prune(keywords=f"v{i}", dry_run=False, hard=True).removed == 1
+    exact.reindex()
+    reader = _store(db, data, ann_build="off")  # never builds: what it uses must be valid as it is
+    _all_equal(reader, exact)
+    assert reader._index is not None and reader._index.ann is None  # the old epoch's graph was refused
+    assert reader._loads == {"snapshot": 0, "rows": 1}
+    assert not {h.id for h in reader.recall("q3", BIG, 10)} & set(gone)
+    assert ann_path(db).stat().st_mtime_ns == stamp
+    reader.close()
+    exact.close()
+
+
+def test_a_graph_published_before_another_process_hard_deletes_stays_in_use(
+    tmp_path: Path, data: tuple[np.ndarray, np.ndarray]
+) -> None:
+    db = tmp_path / "m.db"
+    exact = _store(db, data, ann_threshold=0)
+    ids = _fill(exact, 80)
+    first = _store(db, data)
+    first.build_ann()
+    first.close()
+    stamp = ann_path(db).stat().st_mtime_ns
+    # another process erases rows (one of them soft-deleted first): tombstones, no new epoch
+    gone = [ids[i] for i in range(3 * PER, 3 * PER + 4)]
+    exact.forget(gone[0])
     for i in range(3 * PER, 3 * PER + 4):
         assert exact.prune(keywords=f"v{i}", dry_run=False, hard=True).removed == 1
     reader = _store(db, data, ann_build="off")  # never builds: what it uses must be valid as it is
     _all_equal(reader, exact)
-    assert reader._index is not None and reader._index.ann is None  # the old epoch's graph was refused
-    assert not {h.id for h in reader.recall("q3", BIG, 10)} & set(gone)
+    assert reader._loads == {"snapshot": 1, "rows": 0}  # mapped, then the tombstones pulled
+    assert reader._index is not None and reader._index.ann is not None and not reader._index.ann.mutable
+    assert not {h.id for h in reader.recall("q3", BIG, 40)} & set(gone)
     assert ann_path(db).stat().st_mtime_ns == stamp
     reader.close()
     exact.close()
@@ -248,7 +275,8 @@ def test_a_killed_build_leaves_a_valid_state(tmp_path: Path, data: tuple[np.ndar
     old.build_ann()
     old.close()
     before = {p.name: p.stat().st_ino for p in (ann_path(db), meta_path(db), snapshot_path(db))}
-    assert exact.prune(keywords="v7", dry_run=False, hard=True).removed == 1  # a new epoch: the saved pair is stale now
+    assert exact.prune(keywords="v7", dry_run=False, hard=True).removed == 1
+    exact.reindex()  # a new epoch: the saved pair is stale now
     code = KILLED.format(tests=str(Path(__file__).parents[1]), db=str(db))
     proc = subprocess.Popen([sys.executable, "-c", code, where], stdout=subprocess.PIPE, text=True, env=ENV)
     assert proc.stdout is not None

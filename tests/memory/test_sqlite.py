@@ -213,7 +213,8 @@ def test_a_store_from_the_previous_build_is_upgraded_in_place(db: Path) -> None:
     # rank=1: also compare the index with its content table (raises if they disagree)
     conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)")
     conn.commit()
-    assert conn.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone() == ("1",)
+    # schema 1 -> 2 in the same commit (the hard-delete log; tests/memory/test_tombstones.py)
+    assert conn.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone() == ("2",)
     conn.close()
     with SQLiteMemoryStore(db, embedder=HashingEmbedder()) as again:  # idempotent: nothing left to upgrade
         assert len(again.search("zanzibar", scope)) == 2

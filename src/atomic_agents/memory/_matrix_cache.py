@@ -11,9 +11,11 @@ Beside ``<db>`` live:
 * ``<db>-ann.usearch``: the HNSW graph over exactly those rows (when the store is
   past the ANN threshold), memory-mapped too.
 
-Loading a snapshot and then pulling rows with a higher ``rev`` gives exactly what a
-full load from SQLite gives: every change bumps ``rev``, and the changes ``rev``
-cannot express (hard deletes, reindexing) bump ``epoch``, which invalidates it. Each
+Loading a snapshot and then pulling rows and tombstones with a higher ``rev`` gives
+exactly what a full load from SQLite gives: every change bumps ``rev`` (a hard delete
+leaves a tombstone at its rev, ``_sqlite_tombstones``), and the one change ``rev``
+cannot express (reindexing) bumps ``epoch``, which invalidates it. A snapshot older
+than ``store_meta.tombstone_floor`` (the log was pruned past it) is not used. Each
 file is written to a temporary name and renamed; the header names the files by
 inode, so a reader that sees a mix of old and new files sees a mismatch and falls
 back. Any problem reading them just means a full load (and a rebuilt graph); the
@@ -67,18 +69,25 @@ def _stamp(path: Path) -> list[int]:
     return [st.st_ino, st.st_size, st.st_mtime_ns]
 
 
-def save_snapshot(db: Path, index: VectorIndex, *, model: str, epoch: str, rev: int) -> None:
-    """Write the snapshot (and the graph, if the index has one) atomically, file by file.
+def save_snapshot(db: Path, index: VectorIndex, *, model: str, epoch: str, rev: int) -> bool:
+    """Write the snapshot (and the graph, if the index has one) atomically, file by file; True if written.
 
     A process without the graph (tier off, or below the threshold) leaves alone a
     snapshot of the same model and epoch that has one: replacing it would make every
-    process with the tier on rebuild the graph.
+    process with the tier on rebuild the graph. Nor does it replace one of the same
+    model and epoch that is as new or newer, unless only this one has a graph.
     """
-    if index.ann is None and _has_graph(db, model=model, epoch=epoch):
-        return
+    there = _header(db)
+    if there is not None and there.get("model") == model and there.get("epoch") == epoch:
+        if index.ann is None and there.get("ann"):
+            return False
+        if int(there.get("rev", -1)) >= rev and (there.get("ann") or index.ann is None):
+            return False
     arrays = index.to_arrays()
-    with contextlib.suppress(OSError):  # a cache that cannot be written is only a slower next start
-        publish(db, arrays, index.save_ann, dimension=index.dimension, model=model, epoch=epoch, rev=rev)
+    try:
+        return publish(db, arrays, index.save_ann, dimension=index.dimension, model=model, epoch=epoch, rev=rev)
+    except OSError:  # a cache that cannot be written is only a slower next start
+        return False
 
 
 _serial = itertools.count()
@@ -239,19 +248,28 @@ def sweep_debris(db: Path) -> int:
     return gone
 
 
-def _has_graph(db: Path, *, model: str, epoch: str) -> bool:
+def _header(db: Path) -> dict[str, Any] | None:
+    """The header of the snapshot in place if its ``.npy`` is the one it names (its ``ann`` cleared if the graph file is not), or None."""
     try:
         with np.load(meta_path(db), allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
-        return bool(header.get("ann")) and header["model"] == model and header["epoch"] == epoch
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
+        if not isinstance(header, dict) or _stamp(snapshot_path(db)) != header["vectors"]:
+            return None
+        if header.get("ann"):
+            try:
+                if _stamp(ann_path(db)) != header["ann"][:3]:
+                    header["ann"] = None
+            except OSError:
+                header["ann"] = None
+        return header
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
 
 
 def load_snapshot(
-    db: Path, *, model: str, epoch: str, with_ann: bool = True
+    db: Path, *, model: str, epoch: str, with_ann: bool = True, min_rev: int = 0
 ) -> tuple[VectorIndex, int] | None:
-    """``(index, rev)`` if a snapshot for this model and epoch exists and reads cleanly.
+    """``(index, rev)`` if a snapshot for this model and epoch, as of ``min_rev`` or later, exists and reads cleanly.
 
     The index's base block is a read-only memory map of the ``.npy``. The graph is
     attached when its file is the one the header names and it passes a self-check;
@@ -263,8 +281,8 @@ def load_snapshot(
     try:
         with np.load(meta, allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
-            if header["model"] != model or header["epoch"] != epoch:
-                return None
+            if header["model"] != model or header["epoch"] != epoch or int(header["rev"]) < min_rev:
+                return None  # (older than the tombstone floor: the log no longer holds what it lacks)
             arrays: dict[str, Any] = {k: data[k] for k in ("keys", "scope", "expires", "scopes")}
         if _stamp(npy) != header["vectors"]:
             return None  # another process is between renames, or the file was replaced

@@ -3,9 +3,10 @@
 Vectors live in the ``embedding`` column (float32 blobs) and, for search, in a
 :class:`VectorIndex` held in memory. Every write bumps ``rev`` on the rows it
 touches; before a semantic search the store checks ``PRAGMA data_version`` and,
-if another connection committed, pulls rows with ``rev`` above what it has seen.
-Hard deletes and reindexing bump ``store_meta.epoch``, which forces a full reload
-(``_sqlite_vectors.py``; past 20,000 vectors an ANN graph proposes candidates, ``_ann.py``).
+if another connection committed, pulls rows with ``rev`` above what it has seen, and
+the tombstones hard deletes leave (``_sqlite_tombstones.py``); only reindexing bumps
+``store_meta.epoch``, which forces a full reload (``_sqlite_vectors.py``; past 20,000
+vectors an ANN graph proposes candidates, ``_ann.py``).
 
 >>> store = SQLiteMemoryStore("/tmp/x.db", embedder=HashingEmbedder())  # doctest: +SKIP
 >>> mid = store.remember("Deploy went green", {"goal_id": "g1"}, Scope("builder", "alice"))  # doctest: +SKIP
@@ -48,7 +49,6 @@ from ._sqlite_leases import SQLiteLeases, lease_row
 from ._sqlite_vectors import SQLiteVectorSync, ann_build_mode
 from ._ann import ann_threshold as _ann_threshold
 from . import _matrix_cache
-from ._matrix_cache import save_snapshot
 from ._models import (
     Health,
     Hit,
@@ -73,6 +73,7 @@ from ._scoring import (
 )
 from ._base import check_no_secrets  # the scanner loads with the first write
 from ._sqlite_keyword import SQLiteKeyword
+from . import _sqlite_tombstones as _tombstones
 from ._sqlite_schema import SCHEMA_VERSION, _with_retry, connect, ensure_schema, write_txn
 from ._sqlite_wal import close as close_connection
 from ._sqlite_sql import _COLS, _LIVE, _SCOPE, _filtered_source, _needs_python_check
@@ -88,7 +89,7 @@ def _blob(vec: np.ndarray) -> bytes:
 
 
 def _next_rev(c: sqlite3.Connection) -> int:
-    return int(c.execute("SELECT coalesce(max(rev), 0) + 1 FROM memories").fetchone()[0])
+    return _tombstones.next_rev(c)  # (one counter for rows and tombstones: never handed out twice)
 
 
 class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
@@ -129,7 +130,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         self._data_version = -1
         self._epoch = ""
         self._pulled = 0  # rows pulled since the matrix was loaded
-        self._sidecar_stale = False  # this process moved its matrix to an epoch the sidecar is not of
+        self._loads = {"snapshot": 0, "rows": 0}  # how this process's full loads of the matrix went
         self._writes = 0  # own commits (PRAGMA data_version only counts other connections')
         self._fts_rows: tuple[tuple[int, int], int] | None = None
         self._idf_memo: tuple[tuple[int, int], str, dict[str, float]] | None = None
@@ -378,39 +379,28 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         if dry_run or not seqs:
             return PruneReport(len(seqs), 0, dry_run, hard, sample)
 
-        epochs: list[Any] = []
+        ids = [r[1] for r in rows]
 
         def tx(c: sqlite3.Connection) -> int:
             rev = _next_rev(c)
             n = 0
-            epochs.clear()
             for start in range(0, len(seqs), 500):
                 part = seqs[start : start + 500]
                 marks = ",".join("?" * len(part))
-                if hard:
-                    n += c.execute(f"DELETE FROM memories WHERE seq IN ({marks})", part).rowcount
+                if hard:  # erased rows leave a tombstone at this rev: readers drop them by rev, no reload
+                    n += _tombstones.record(c, part, ids[start : start + 500], rev)
                 else:
                     n += c.execute(
                         f"UPDATE memories SET deleted_at = ?, rev = ? WHERE deleted_at = 0 AND seq IN ({marks})",
                         [now, rev, *part],
                     ).rowcount
-            if hard:  # rows vanished: readers must reload rather than pull by rev
-                epoch_sql = "SELECT value FROM store_meta WHERE key = 'epoch'"
-                epochs.append(c.execute(epoch_sql).fetchone()[0])
-                c.execute("UPDATE store_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'epoch'")
-                epochs.append(c.execute(epoch_sql).fetchone()[0])
+            if hard:
+                _tombstones.trim(c)
             return n
 
         with self._lock:
             n = write_txn(self._conn, tx)
-            if hard and self._index is not None and len(epochs) == 2 and epochs[0] == self._epoch:
-                # No other hard delete since this process loaded its matrix: drop the erased rows
-                # from it and move to the new epoch, instead of a full reload (and a graph rebuild).
-                for seq in seqs:
-                    self._index.remove(seq)
-                self._epoch = epochs[1]
-                self._sidecar_stale = True  # the sidecar is of the old epoch: refresh it at close
-            self._after_write()
+            self._after_write()  # (this process's matrix and graph drop the erased rows like any other reader's)
         return PruneReport(len(seqs), n, False, hard, sample)
 
     # -- reads -------------------------------------------------------------------------
@@ -651,6 +641,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
             c.execute("UPDATE store_meta SET value = ? WHERE key = 'embedder'", [model])
             c.execute("UPDATE store_meta SET value = ? WHERE key = 'dimension'", [str(self.embedder.dimension)])
             c.execute("UPDATE store_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'epoch'")
+            _tombstones.clear(c)  # every matrix and snapshot of the old epoch is reloaded anyway
 
         with self._lock:
             write_txn(self._conn, switch)
@@ -741,10 +732,10 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
             # process starts close to current instead of pulling them all again (not when
             # that means folding many rows into the graph at exit: a graph job's work).
             big_fold = ix is not None and ix.ann is not None and ix.uncovered > _FOLD_AT
-            behind = self._sidecar_stale or self._pulled > max(1_000, len(ix or ()) // 10)
+            behind = self._pulled > max(1_000, len(ix or ()) // 10)
             if ix is not None and not big_fold and behind and len(ix) >= _matrix_cache.MIN_ROWS:
                 # (rows since the snapshot are folded into the graph first, so the pair stays exact)
-                save_snapshot(self.path, ix, model=self._index_model or "", epoch=self._epoch, rev=self._synced_rev)
+                self._save_snapshot(ix)
             close_connection(self._conn, self.path)  # the WAL stays unless it grew large: _sqlite_wal
 
     def __enter__(self) -> SQLiteMemoryStore:

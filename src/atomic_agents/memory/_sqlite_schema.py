@@ -19,7 +19,9 @@ from . import _sqlite_wal
 
 __all__ = ["SCHEMA_VERSION", "connect", "ensure_schema", "write_txn"]
 
-SCHEMA_VERSION = 1
+#: 2: hard deletes are logged in ``memory_tombstones`` instead of bumping ``store_meta.epoch``
+#: (an older package must not open such a file: it would miss the log and reuse revs).
+SCHEMA_VERSION = 2
 T = TypeVar("T")
 
 # SQLITE_BUSY and SQLITE_LOCKED (primary codes; extended codes keep them in the low byte).
@@ -51,6 +53,15 @@ CREATE INDEX IF NOT EXISTS ix_memories_scope
 CREATE INDEX IF NOT EXISTS ix_memories_rev ON memories (rev);
 CREATE INDEX IF NOT EXISTS ix_memories_hash ON memories (content_hash);
 CREATE INDEX IF NOT EXISTS ix_memories_expires ON memories (expires_at) WHERE expires_at IS NOT NULL;
+
+-- One row per hard-deleted memory row (schema 2): the row's ``seq`` and a ``rev`` from the
+-- same counter as ``memories.rev``, written in the deleting transaction, so a process that
+-- holds the vectors as of rev R drops the rows tombstoned above R (``_sqlite_tombstones``).
+CREATE TABLE IF NOT EXISTS memory_tombstones (
+    rev INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (rev, seq)
+) WITHOUT ROWID;
 
 -- One row per top-level scalar metadata key: equality filters (goal_id, record_type,
 -- stage, ...) are an index lookup at any size, for every key, with no schema change.
@@ -185,8 +196,11 @@ def ensure_schema(conn: sqlite3.Connection, embedder_id: str, dimension: int) ->
                 "embedder": embedder_id,
                 "dimension": str(dimension),
                 "epoch": "0",
+                "tombstone_floor": "0",
             }
             c.executemany("INSERT INTO store_meta (key, value) VALUES (?, ?)", list(meta.items()))
+        elif meta.get("schema_version") == "1":
+            meta = _migrate_v1(c)
         return meta
 
     meta = write_txn(conn, create)
@@ -197,6 +211,20 @@ def ensure_schema(conn: sqlite3.Connection, embedder_id: str, dimension: int) ->
             version=version,
         )
     return meta
+
+
+def _migrate_v1(c: sqlite3.Connection) -> dict[str, str]:
+    """Schema 1 -> 2, inside ``ensure_schema``'s transaction (all or nothing; the DDL made the log table).
+
+    A floor of 0 is exact for schema-1 files: there, every hard delete bumped ``epoch``, so
+    since the current epoch began every change is a higher ``rev`` and the (empty) log
+    misses nothing a snapshot of this epoch needs. The version goes to 2 in the same
+    commit, so a schema-1 package refuses the file from then on instead of hard-deleting
+    without a tombstone or reusing the revs the log took.
+    """
+    c.execute("INSERT OR IGNORE INTO store_meta (key, value) VALUES ('tombstone_floor', '0')")
+    c.execute("UPDATE store_meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+    return dict(c.execute("SELECT key, value FROM store_meta").fetchall())
 
 
 _CREATES = re.compile(r"CREATE (?:VIRTUAL TABLE|TRIGGER|TABLE|INDEX) IF NOT EXISTS (\w+)")

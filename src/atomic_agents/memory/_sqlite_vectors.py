@@ -3,9 +3,12 @@
 A mixin of :class:`~atomic_agents.memory.SQLiteMemoryStore` (it uses the store's
 connection, lock and read helpers). Every write bumps ``rev`` on the rows it touches;
 before a semantic search the store checks ``PRAGMA data_version`` and, if another
-connection committed, pulls rows with ``rev`` above what it has seen. Hard deletes
-and reindexing bump ``store_meta.epoch``, which forces a full reload: from the
-memory-mapped snapshot when it is current (``_matrix_cache``), else from the rows.
+connection committed, pulls rows and hard-delete tombstones with ``rev`` above what
+it has seen (``_sqlite_tombstones``): an erased row is marked removed in the matrix and
+the graph, as a soft-deleted one is. Reindexing bumps ``store_meta.epoch``, and a
+matrix older than ``store_meta.tombstone_floor`` cannot catch up; both force a full
+reload: from the memory-mapped snapshot when it is of this epoch and not older than
+the floor (``_matrix_cache``; then the rest is pulled), else from the rows.
 Past ``ann_threshold`` live vectors a graph proposes candidates (``_ann``).
 
 **The graph is never built on the query path.** While it is missing or stale
@@ -50,6 +53,7 @@ else:  # bound on first use (see _lazy): keyword search and listing never import
     np = lazy_module("numpy", globals(), "np")
 
 from . import _matrix_cache
+from . import _sqlite_tombstones as _tombstones
 from ._ann import AnnIndex, BuildCancelled
 from ._matrix_cache import load_snapshot, publish, save_snapshot
 from ._vectors import FOLD_AT, VectorIndex
@@ -161,7 +165,9 @@ class SQLiteVectorSync:
     _cancel: threading.Event
     _retry_at: float = 0.0
     _build_error: str | None = None
-    _sidecar_stale: bool
+    #: full loads of the matrix by source: ``snapshot`` (mapped, then pulled) or ``rows``
+    _loads: dict[str, int]
+    _conn: Any
 
     if TYPE_CHECKING:  # provided by the store
 
@@ -178,10 +184,15 @@ class SQLiteVectorSync:
                 return self._index
             self._data_version = dv
             meta = self._meta()
-            if self._index is None or meta.get("epoch") != self._epoch or meta["embedder"] != self._index_model:
+            if (
+                self._index is None
+                or meta.get("epoch") != self._epoch
+                or meta["embedder"] != self._index_model
+                or self._synced_rev < _tombstones.floor_of(meta)  # the log no longer holds what it lacks
+            ):
                 self._full_load(meta)
-            else:
-                self._pull()
+            elif not self._pull():
+                self._full_load(self._meta())
             assert self._index is not None
             self._maybe_build_ann()
             return self._index
@@ -263,8 +274,9 @@ class SQLiteVectorSync:
                         return True
 
                     with contextlib.suppress(OSError):  # unwritable folder: the graph still serves this process
-                        publish(self.path, arrays, graph, dimension=ix.dimension, model=model, epoch=epoch, rev=rev,
-                                before_rename=current)  # fmt: skip
+                        if publish(self.path, arrays, graph, dimension=ix.dimension, model=model, epoch=epoch, rev=rev,
+                                   before_rename=current):  # fmt: skip
+                            self._note_snapshot(rev)
                 else:
                     ann = base.copy()
                     if progress is not None:
@@ -290,15 +302,18 @@ class SQLiteVectorSync:
         """Another process published a graph for this state while we waited for the lock: map it."""
         with self._lock:
             model, epoch = self._index_model or "", self._epoch
-        snap = load_snapshot(self.path, model=model, epoch=epoch, with_ann=True)
+            floor = _tombstones.floor_of(self._meta())
+        snap = load_snapshot(self.path, model=model, epoch=epoch, with_ann=True, min_rev=floor)
         if snap is None or snap[0].ann is None:
             return False
         with self._lock:
             if self._index is ix and self._epoch == epoch:
                 self._index, self._synced_rev = snap
                 self._pulled = 0
-                self._pull()
-                self._index.fold_inline = False
+                if not self._pull():  # the floor passed it meanwhile
+                    self._full_load(self._meta())
+                if self._index is not None:
+                    self._index.fold_inline = False
         return True
 
     @property
@@ -344,32 +359,53 @@ class SQLiteVectorSync:
             with self._lock:
                 now = self._index
                 if now is not None:
-                    save_snapshot(self.path, now, model=self._index_model or "", epoch=self._epoch, rev=self._synced_rev)
+                    self._save_snapshot(now)
         return {"status": status, "rows": len(self._index) if self._index is not None else 0}
+
+    def _save_snapshot(self, ix: VectorIndex) -> bool:
+        """Publish ``ix`` (this process's matrix, as of ``_synced_rev``) as the snapshot; record its rev."""
+        with self._lock:
+            rev = self._synced_rev
+            done = save_snapshot(self.path, ix, model=self._index_model or "", epoch=self._epoch, rev=rev)
+            if done:
+                self._note_snapshot(rev)
+            return done
+
+    def _note_snapshot(self, rev: int) -> None:
+        """``store_meta.snapshot_rev``: the hard-delete log may be pruned up to it (``_sqlite_tombstones.trim``)."""
+        from ..exceptions import StoreError
+        from ._sqlite_schema import write_txn
+
+        with self._lock, contextlib.suppress(StoreError):  # (unrecorded: the log is only kept longer)
+            write_txn(self._conn, lambda c: _tombstones.note_snapshot(c, rev))
 
     def _full_load(self, meta: dict[str, str]) -> None:
         model, epoch = meta["embedder"], meta.get("epoch", "0")
-        self._sidecar_stale = False
-        snap = load_snapshot(self.path, model=model, epoch=epoch, with_ann=self.ann_threshold is not None)
+        floor = _tombstones.floor_of(meta)
+        snap = load_snapshot(self.path, model=model, epoch=epoch, with_ann=self.ann_threshold is not None, min_rev=floor)
         if snap is not None:
             self._index, self._synced_rev = snap
             self._index_model, self._epoch = model, epoch
             self._pulled = 0
-            self._pull()  # everything committed after the snapshot was taken
-            return
+            if self._pull():  # everything committed after the snapshot was taken, erasures included
+                self._loads["snapshot"] += 1
+                return
+            meta = self._meta()  # the log was pruned past the snapshot meanwhile
+            model, epoch = meta["embedder"], meta.get("epoch", "0")
         self._load_from_rows(meta)
+        self._loads["rows"] += 1
         ix = self._index
         graph_job = self.ann_build == "background" and self.ann_threshold and len(ix or ()) >= self.ann_threshold
         if ix is not None and len(ix) >= _matrix_cache.MIN_ROWS and not graph_job:
-            save_snapshot(self.path, ix, model=model, epoch=epoch, rev=self._synced_rev)
+            self._save_snapshot(ix)
         # past the ANN threshold the graph job publishes the snapshot and the graph together
 
     def _load_from_rows(self, meta: dict[str, str]) -> None:
         model, dim = meta["embedder"], int(meta["dimension"])
         index = VectorIndex(dim)
-        # max(rev) first: a commit landing between the two reads is pulled (again) next
+        # the counter first: a commit landing between the two reads is pulled (again) next
         # time, which is idempotent, instead of being skipped.
-        top = self._read("SELECT coalesce(max(rev), 0) FROM memories")[0][0]
+        top = self._read(_tombstones.REV_NOW)[0][0]
         rows = self._read(
             "SELECT seq, agent_id, user_id, org_id, workspace_id, expires_at, embedding FROM memories"
             " WHERE deleted_at = 0 AND embedder = ? AND embedding IS NOT NULL ORDER BY seq",
@@ -383,13 +419,11 @@ class SQLiteVectorSync:
         self._index, self._index_model, self._epoch = index, model, meta.get("epoch", "0")
         self._pulled = 0
 
-    def _pull(self) -> None:
+    def _pull(self) -> bool:
+        """Apply the rows and tombstones above ``_synced_rev``; False if the log was pruned past it (reload)."""
         assert self._index is not None
-        rows = self._read(
-            "SELECT seq, agent_id, user_id, org_id, workspace_id, expires_at, deleted_at, embedder, embedding, rev"
-            " FROM memories WHERE rev > ? ORDER BY rev",
-            [self._synced_rev],
-        )
+        since = self._synced_rev
+        rows = self._read(_tombstones.PULL_SQL, [since, since])
         keep = []  # one row per seq (its current state), so removals and upserts commute
         for row in rows:
             seq, deleted, model, blob = row[0], row[6], row[7], row[8]
@@ -406,3 +440,6 @@ class SQLiteVectorSync:
                 [r[5] for r in keep],
             )
         self._pulled += len(rows)
+        # Read after the pull: a prune of the log that committed before the pull's read shows
+        # here, so a pull that may have missed tombstones is never trusted.
+        return int(self._read(_tombstones.FLOOR_SQL)[0][0]) <= since
