@@ -18,7 +18,7 @@ transaction (no extra commit), :func:`trim` deletes the tombstones at or below
 
     max(min(rev of the KEEP+1-th newest tombstone, snapshot_rev), rev of the CAP+1-th newest)
 
-and raises the floor to it. So the newest :data:`KEEP` tombstones are always kept
+and raises the floor to the newest tombstone so dropped. So the newest :data:`KEEP` tombstones are always kept
 (a process a little behind just pulls), and older ones only once the published
 snapshot is past them: a process behind the floor reloads *from that snapshot* (a
 memory map), never from the rows. The log never holds more than :data:`CAP` entries
@@ -112,11 +112,14 @@ def trim(c: sqlite3.Connection) -> int:
     beyond_cap = _nth_newest(c, CAP)
     if beyond_cap is not None:
         cut = max(cut, beyond_cap)
-    if cut <= floor:
+    # the floor goes to the newest tombstone actually dropped (not to ``cut``): a matrix as of
+    # any rev at or above it lacks nothing the log still has to say
+    dropped = c.execute("SELECT max(rev) FROM memory_tombstones WHERE rev <= ?", [cut]).fetchone()[0]
+    if dropped is None or int(dropped) <= floor:
         return floor
-    c.execute("DELETE FROM memory_tombstones WHERE rev <= ?", [cut])
-    _set(c, "tombstone_floor", cut)
-    return cut
+    c.execute("DELETE FROM memory_tombstones WHERE rev <= ?", [dropped])
+    _set(c, "tombstone_floor", int(dropped))
+    return int(dropped)
 
 
 def clear(c: sqlite3.Connection) -> None:
