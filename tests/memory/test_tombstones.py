@@ -517,6 +517,55 @@ def test_a_schema_1_file_is_migrated_in_place_and_its_snapshot_kept(tmp_path: Pa
         assert fresh._loads == {"snapshot": 1, "rows": 0}
 
 
+def _legacy_snapshot(db: Path, rev: int, *, drop: str | None = None) -> None:
+    """A snapshot as schema-1 code writes it (no ``log`` in its header) of the rows (but ``drop``'s row kept)."""
+    import json
+
+    from atomic_agents.memory._matrix_cache import save_snapshot
+    from atomic_agents.memory._vectors import VectorIndex
+
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT seq, agent_id, user_id, org_id, workspace_id, embedding FROM memories ORDER BY seq").fetchall()
+    conn.close()
+    if drop is not None:  # the erased row, as an old process that never saw the erasure holds it
+        rows = sorted([*rows, (10_000, "a", "u", "", "", EMB.embed_batch([drop])[0].tobytes())])
+    ix = VectorIndex(256)
+    ix.upsert_many(
+        np.array([r[0] for r in rows], np.int64),
+        np.stack([np.frombuffer(r[5], np.float32) for r in rows]),
+        [(r[1], r[2], r[3], r[4]) for r in rows],
+        [None] * len(rows),
+    )
+    for p in (snapshot_path(db), meta_path(db)):
+        p.unlink(missing_ok=True)
+    assert save_snapshot(db, ix, model=EMB.model_id, epoch="3", rev=rev)
+    with np.load(meta_path(db), allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    header = json.loads(str(arrays["header"]))
+    del header["log"]
+    arrays["header"] = np.array(json.dumps(header))
+    with open(meta_path(db), "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def test_a_snapshot_of_schema_1_code_is_used_only_up_to_the_migration(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    _schema_1_file(db)
+    _legacy_snapshot(db, 30)  # written before the upgrade: valid
+    with SQLiteMemoryStore(db, embedder=EMB, ann_threshold=0) as first:  # migrates
+        _check(first, db)
+        assert first._loads == {"snapshot": 1, "rows": 0}
+    assert _meta(db)["legacy_snapshot_rev"] == "30"
+    with SQLiteMemoryStore(db, embedder=EMB, ann_threshold=0) as s:
+        s.prune(keywords="u0", dry_run=False, hard=True)
+        s.remember("alpha after the upgrade", None, Scope("a", "u"))
+    # a process of the previous release, still running, publishes what it holds: the erased row too
+    _legacy_snapshot(db, 32, drop="alpha u0")
+    with SQLiteMemoryStore(db, embedder=EMB, ann_threshold=0) as fresh:
+        _check(fresh, db, k=40)  # (its matrix holds exactly the live rows: that snapshot was refused)
+        assert fresh._loads == {"snapshot": 0, "rows": 1}
+
+
 def test_a_failed_migration_leaves_the_file_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "m.db"
     _schema_1_file(db)

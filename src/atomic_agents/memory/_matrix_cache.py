@@ -78,7 +78,7 @@ def save_snapshot(db: Path, index: VectorIndex, *, model: str, epoch: str, rev: 
     model and epoch that is as new or newer, unless only this one has a graph.
     """
     there = _header(db)
-    if there is not None and there.get("model") == model and there.get("epoch") == epoch:
+    if there is not None and there.get("log") and there.get("model") == model and there.get("epoch") == epoch:
         if index.ann is None and there.get("ann"):
             return False
         if int(there.get("rev", -1)) >= rev and (there.get("ann") or index.ann is None):
@@ -170,6 +170,7 @@ def publish(
         header: dict[str, Any] = {
             "model": model, "epoch": epoch, "rev": rev, "dimension": dimension,
             "vectors": _stamp(tmp_npy), "ann": None,
+            "log": 1,  # written by a reader of the hard-delete log (see load_snapshot)
         }  # fmt: skip
         tmp_ann = None
         if graph is not None:
@@ -267,9 +268,13 @@ def _header(db: Path) -> dict[str, Any] | None:
 
 
 def load_snapshot(
-    db: Path, *, model: str, epoch: str, with_ann: bool = True, min_rev: int = 0
+    db: Path, *, model: str, epoch: str, with_ann: bool = True, min_rev: int = 0, legacy_upto: int = 0
 ) -> tuple[VectorIndex, int] | None:
     """``(index, rev)`` if a snapshot for this model and epoch, as of ``min_rev`` or later, exists and reads cleanly.
+
+    A header without ``log`` was written by a package that knows no hard-delete log
+    (schema 1): its matrix may still hold rows erased since the file was migrated, so it
+    is used only if it is as of ``legacy_upto`` (the rev at migration) or earlier.
 
     The index's base block is a read-only memory map of the ``.npy``. The graph is
     attached when its file is the one the header names and it passes a self-check;
@@ -283,6 +288,8 @@ def load_snapshot(
             header = json.loads(str(data["header"]))
             if header["model"] != model or header["epoch"] != epoch or int(header["rev"]) < min_rev:
                 return None  # (older than the tombstone floor: the log no longer holds what it lacks)
+            if not header.get("log") and int(header["rev"]) > legacy_upto:
+                return None
             arrays: dict[str, Any] = {k: data[k] for k in ("keys", "scope", "expires", "scopes")}
         if _stamp(npy) != header["vectors"]:
             return None  # another process is between renames, or the file was replaced

@@ -218,11 +218,18 @@ def _migrate_v1(c: sqlite3.Connection) -> dict[str, str]:
 
     A floor of 0 is exact for schema-1 files: there, every hard delete bumped ``epoch``, so
     since the current epoch began every change is a higher ``rev`` and the (empty) log
-    misses nothing a snapshot of this epoch needs. The version goes to 2 in the same
+    misses nothing a snapshot of this epoch needs (if it was taken before this
+    migration: ``legacy_snapshot_rev``, see ``_matrix_cache.load_snapshot``). The version goes to 2 in the same
     commit, so a schema-1 package refuses the file from then on instead of hard-deleting
     without a tombstone or reusing the revs the log took.
     """
     c.execute("INSERT OR IGNORE INTO store_meta (key, value) VALUES ('tombstone_floor', '0')")
+    # Snapshots that schema-1 code writes from now on (a process of the previous release
+    # still running) do not drop erased rows; only those as of this rev or earlier are used.
+    c.execute(
+        "INSERT OR IGNORE INTO store_meta (key, value)"
+        " SELECT 'legacy_snapshot_rev', CAST(coalesce(max(rev), 0) AS TEXT) FROM memories"
+    )
     c.execute("UPDATE store_meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
     return dict(c.execute("SELECT key, value FROM store_meta").fetchall())
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-__all__ = ["CAP", "FLOOR_SQL", "KEEP", "PULL_SQL", "REV_NOW", "clear", "floor_of", "next_rev", "note_snapshot", "record", "trim"]
+__all__ = ["CAP", "FLOOR_SQL", "KEEP", "PULL_SQL", "REV_NOW", "clear", "floor_of", "next_rev", "note_snapshot", "record", "snapshot_terms", "trim"]
 
 #: The newest tombstones always kept (a process this far behind catches up by pulling).
 KEEP = 10_000
@@ -70,8 +70,17 @@ def next_rev(c: sqlite3.Connection) -> int:
 
 def floor_of(meta: dict[str, str]) -> int:
     """``store_meta.tombstone_floor`` (0 if absent)."""
+    return _int(meta.get("tombstone_floor", "0"))
+
+
+def snapshot_terms(meta: dict[str, str]) -> tuple[int, int]:
+    """What a snapshot must be as of to be used: ``load_snapshot``'s ``(min_rev, legacy_upto)``."""
+    return floor_of(meta), _int(meta.get("legacy_snapshot_rev", "0"))
+
+
+def _int(value: str) -> int:
     try:
-        return int(meta.get("tombstone_floor", "0"))
+        return int(value)
     except ValueError:
         return 0
 

@@ -302,8 +302,8 @@ class SQLiteVectorSync:
         """Another process published a graph for this state while we waited for the lock: map it."""
         with self._lock:
             model, epoch = self._index_model or "", self._epoch
-            floor = _tombstones.floor_of(self._meta())
-        snap = load_snapshot(self.path, model=model, epoch=epoch, with_ann=True, min_rev=floor)
+            floor, legacy = _tombstones.snapshot_terms(self._meta())
+        snap = load_snapshot(self.path, model=model, epoch=epoch, with_ann=True, min_rev=floor, legacy_upto=legacy)
         if snap is None or snap[0].ann is None:
             return False
         with self._lock:
@@ -381,8 +381,10 @@ class SQLiteVectorSync:
 
     def _full_load(self, meta: dict[str, str]) -> None:
         model, epoch = meta["embedder"], meta.get("epoch", "0")
-        floor = _tombstones.floor_of(meta)
-        snap = load_snapshot(self.path, model=model, epoch=epoch, with_ann=self.ann_threshold is not None, min_rev=floor)
+        floor, legacy = _tombstones.snapshot_terms(meta)
+        snap = load_snapshot(
+            self.path, model=model, epoch=epoch, with_ann=self.ann_threshold is not None, min_rev=floor, legacy_upto=legacy
+        )
         if snap is not None:
             self._index, self._synced_rev = snap
             self._index_model, self._epoch = model, epoch
