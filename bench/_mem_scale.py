@@ -22,6 +22,12 @@ real model. Per size, interleaved where two things are compared:
 * first recall of a new process (a subprocess: open the store, first recall, model
   load included) from the ``.npy`` snapshot + mapped graph, vs the model load alone;
   target <= 1 s at 1M;
+* the same right after *another* process hard-deleted that query's top 3 rows (a
+  subprocess that exits without closing, as if killed after its commit: it refreshes no
+  sidecar): now (the snapshot and graph stay valid, the tombstones are pulled) vs before
+  (a hard delete bumped the epoch, so the new process loaded every vector from the rows;
+  forced here by refusing the snapshot in that subprocess); interleaved, and each answer
+  checked to hold none of the erased rows;
 * opening the snapshot: ``.npy`` memory map vs the old ``.npz`` format (same arrays);
 * one exact search with BLAS on one thread vs the default thread count;
 * RSS per 100k vectors, private (anonymous) and file-backed (page cache shared with
@@ -151,6 +157,90 @@ elif mode != "base":
         ix.search(q, ("bench", "user", "acme", "acme/bench"), 10, now=0.0)
 print(json.dumps({"rss": rss(), "before": r0}))
 """
+
+
+TOMB_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from atomic_agents.memory import Scope, SQLiteMemoryStore, embedder_from_name
+import atomic_agents.memory._sqlite_vectors as sync
+mode, db, q = sys.argv[1], sys.argv[2], sys.argv[3]
+t1 = time.perf_counter()
+if mode == "rows":  # before: the hard delete had bumped the epoch, the snapshot was stale: a full load from rows
+    sync.load_snapshot = lambda *a, **k: None
+    sync.save_snapshot = lambda *a, **k: False  # (nor the snapshot write after it)
+s = SQLiteMemoryStore(db, embedder=embedder_from_name("minilm"), ann_build="off")
+hits = s.recall(q, Scope("bench", "user", org_id="acme", workspace_id="acme/bench"), 5)
+work = time.perf_counter() - t1
+print(json.dumps({"work_ms": work * 1e3, "loads": s._loads, "ids": [h.id for h in hits], "tier": s.ann_state}))
+"""
+
+DELETE_CHILD = r"""
+import os, sys
+from atomic_agents.memory import HashingEmbedder, SQLiteMemoryStore
+class Same(HashingEmbedder):  # (a hard prune embeds nothing; the store only needs the model's name)
+    def __init__(self):
+        super().__init__(int(sys.argv[3])); self.model_id = sys.argv[2]
+s = SQLiteMemoryStore(sys.argv[1], embedder=Same(), ann_build="off")
+print(s.prune(keywords=sys.argv[4], dry_run=False, hard=True).removed, flush=True)
+os._exit(0)  # as if killed right after the commit: no close, so no sidecar refresh
+"""
+
+
+class _Restore:
+    """A *fake* embedder that gives the erased bench rows their own vectors back (so the next run reuses the file)."""
+
+    def __init__(self, inner: object, vecs: dict[str, np.ndarray]) -> None:
+        self.vecs, self.model_id, self.dimension = vecs, inner.model_id, inner.dimension  # type: ignore[attr-defined]
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.vecs[t] for t in texts])
+
+
+def after_hard_delete(db: Path, model: object, qs: Sequence[str], reps: int) -> list[tuple[str, str, str, str]]:
+    """A new process's first recall after another process's hard delete: now vs the epoch-bump path."""
+    import sqlite3
+
+    probe = SQLiteMemoryStore(db, embedder=model, ann_build="off")  # type: ignore[arg-type]
+    erased: dict[str, np.ndarray] = {}
+    new, old, new_loads, old_loads, tiers, leaked = [], [], [], [], set(), 0
+    loads0 = os.getloadavg()[0]
+    try:
+        for i in range(reps):
+            q = qs[i] + " after a hard delete"
+            top = [h.id for h in probe.recall(q, SCOPE, 3)]
+            con = sqlite3.connect(db)
+            marks = ",".join("?" * len(top))
+            got = con.execute(f"SELECT id, content, embedding FROM memories WHERE id IN ({marks})", top).fetchall()
+            con.close()
+            erased.update((c, np.frombuffer(v, np.float32).copy()) for _, c, v in got)
+            words = " ".join(c.split()[1] for _, c, _ in got)  # "syn <j> record": the row's own token
+            out = subprocess.run(
+                [sys.executable, "-c", DELETE_CHILD, str(db), model.model_id, str(model.dimension), words],  # type: ignore[attr-defined]
+                capture_output=True, text=True, check=True,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")])},
+            )  # fmt: skip
+            assert int(out.stdout.strip()) == len(top), out
+            for mode, times, loads in (("snapshot", new, new_loads), ("rows", old, old_loads)):  # interleaved
+                res, _ = child(TOMB_CHILD, mode, str(db), q)
+                times.append(res["work_ms"])
+                loads.append(res["loads"])
+                leaked += len(set(res["ids"]) & set(top))
+                if mode == "snapshot":
+                    tiers.add(res["tier"])
+    finally:
+        probe.close()
+        if erased:  # put the erased rows back (same vectors, new ids): the next run reuses the file
+            with SQLiteMemoryStore(db, embedder=_Restore(model, erased), ann_threshold=0) as s:  # type: ignore[arg-type]
+                s.remember_many([(c, None) for c in erased], SCOPE)
+    assert leaked == 0, f"{leaked} erased rows came back"
+    via = lambda loads: f"{sum(x['snapshot'] for x in loads)}/{sum(x['rows'] for x in loads)}"  # noqa: E731
+    return [
+        (f"first recall of a new process after another process's hard delete (ms; load {loads0:.1f})", f"{pct(new, 50):.0f}",
+         f"{pct(old, 50):.0f} before (the delete bumped the epoch: every vector loaded from the rows)", "<= 1000 at 1M"),
+        (f"  same: full loads from snapshot / from rows over {reps} runs; tier; erased rows returned",
+         f"{via(new_loads)}; {'/'.join(sorted(tiers))}; {leaked}", f"{via(old_loads)}", ""),
+    ]  # fmt: skip
 
 
 def child(code: str, *args: str) -> tuple[dict, float]:  # type: ignore[type-arg]
@@ -324,6 +414,7 @@ def measure(n: int, workdir: Path, model: object, seeds: np.ndarray, reps: int) 
         f"{pct(fm, 50):.0f} model load + 1 embedding alone", "<= 1000 at 1M",
     ))  # fmt: skip
     rows.append(("  same, whole process wall incl. imports (ms)", f"{pct(fw, 50):.0f}", "-", ""))
+    rows += after_hard_delete(db, model, qs, 3 if n >= 1_000_000 else 5)
 
     if tier == "ANN":  # each tier in a fresh process, over the same process with nothing loaded
         rss = {m: child(RSS_CHILD, m, str(db), model_id, epoch)[0]["rss"] for m in ("base", "rows", "exact", "ann", "ann-memory")}

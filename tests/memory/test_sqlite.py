@@ -138,9 +138,10 @@ def test_a_fresh_store_starts_from_the_vector_snapshot_and_catches_up(db: Path, 
     second.close()
 
     monkeypatch.undo()
-    first.prune(scope.as_filter(), keywords="billing", dry_run=False, hard=True)  # epoch bump: snapshot is stale
+    first.prune(scope.as_filter(), keywords="billing", dry_run=False, hard=True)  # tombstones: the snapshot stays valid
     third = SQLiteMemoryStore(db, embedder=HashingEmbedder())
     assert third.recall("billing deploy", scope) == []
+    assert third._loads == {"snapshot": 1, "rows": 0} and third._index is not None and len(third._index) == 0
     third.close()
     first.close()
 
