@@ -139,9 +139,15 @@ def clear(c: sqlite3.Connection) -> None:
     _set(c, "snapshot_rev", 0)
 
 
-def note_snapshot(c: sqlite3.Connection, rev: int) -> None:
-    """Record that a snapshot as of ``rev`` was just published beside the file."""
-    _set(c, "snapshot_rev", rev)
+def note_snapshot(c: sqlite3.Connection, rev: int, epoch: str) -> None:
+    """Record that a snapshot as of ``rev`` was just published beside the file (if it is of the current epoch)."""
+    if _meta_str(c, "epoch") == epoch:
+        _set(c, "snapshot_rev", rev)
+
+
+def _meta_str(c: sqlite3.Connection, key: str) -> str | None:
+    row = c.execute("SELECT value FROM store_meta WHERE key = ?", [key]).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _set(c: sqlite3.Connection, key: str, value: int) -> None:

@@ -276,7 +276,7 @@ class SQLiteVectorSync:
                     with contextlib.suppress(OSError):  # unwritable folder: the graph still serves this process
                         if publish(self.path, arrays, graph, dimension=ix.dimension, model=model, epoch=epoch, rev=rev,
                                    before_rename=current):  # fmt: skip
-                            self._note_snapshot(rev)
+                            self._note_snapshot(rev, epoch)
                 else:
                     ann = base.copy()
                     if progress is not None:
@@ -363,21 +363,28 @@ class SQLiteVectorSync:
         return {"status": status, "rows": len(self._index) if self._index is not None else 0}
 
     def _save_snapshot(self, ix: VectorIndex) -> bool:
-        """Publish ``ix`` (this process's matrix, as of ``_synced_rev``) as the snapshot; record its rev."""
+        """Publish ``ix`` (this process's matrix, as of ``_synced_rev``) as the snapshot; record its rev.
+
+        Not if the file moved to another epoch or model since (a store closing with a matrix
+        of before a reindex would replace the current snapshot with a useless one).
+        """
         with self._lock:
-            rev = self._synced_rev
-            done = save_snapshot(self.path, ix, model=self._index_model or "", epoch=self._epoch, rev=rev)
+            rev, model, epoch = self._synced_rev, self._index_model or "", self._epoch
+            meta = self._meta()
+            if meta.get("epoch", "0") != epoch or meta.get("embedder") != model:
+                return False
+            done = save_snapshot(self.path, ix, model=model, epoch=epoch, rev=rev)
             if done:
-                self._note_snapshot(rev)
+                self._note_snapshot(rev, epoch)
             return done
 
-    def _note_snapshot(self, rev: int) -> None:
+    def _note_snapshot(self, rev: int, epoch: str) -> None:
         """``store_meta.snapshot_rev``: the hard-delete log may be pruned up to it (``_sqlite_tombstones.trim``)."""
         from ..exceptions import StoreError
         from ._sqlite_schema import write_txn
 
         with self._lock, contextlib.suppress(StoreError):  # (unrecorded: the log is only kept longer)
-            write_txn(self._conn, lambda c: _tombstones.note_snapshot(c, rev))
+            write_txn(self._conn, lambda c: _tombstones.note_snapshot(c, rev, epoch))
 
     def _full_load(self, meta: dict[str, str]) -> None:
         model, epoch = meta["embedder"], meta.get("epoch", "0")
