@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_memory.py --section scale --sizes 10000,100000
     .venv/bin/python bench/bench_memory.py --section scale --sizes 1000000 --workdir /tmp/scale   # keeps the DBs
     .venv/bin/python bench/bench_memory.py --section scale --sizes 1000000 --sweep 128:20000,64,48   # graph settings
+    .venv/bin/python bench/bench_memory.py --section scale --sizes 1000000 --cold-only --workdir /tmp/scale  # new-process rows only
 
 The corpus is **synthetic**: normalised vectors built from real model embeddings of
 2,000 ATP-style texts (each row = one text's vector + 0.35 x another's + noise), so
@@ -298,7 +299,27 @@ def build_rows(
     return rows, old_s
 
 
-def measure(n: int, workdir: Path, model: object, seeds: np.ndarray, reps: int) -> list[tuple[str, str, str, str]]:
+def cold_only(db: Path, n: int, model: object, qs: Sequence[str]) -> list[tuple[str, str, str, str]]:
+    """``--cold-only``: the new-process rows alone, from the snapshot as it is (no graph build, no recall loops)."""
+    from atomic_agents.memory._matrix_cache import ann_path, snapshot_path
+
+    if not snapshot_path(db).exists():  # a full load from the rows publishes it (no graph job: ann_build off)
+        with SQLiteMemoryStore(db, embedder=model, ann_build="off") as s:  # type: ignore[arg-type]
+            s.recall(qs[0], SCOPE)
+    tier = "snapshot + graph mapped" if ann_path(db).exists() else "snapshot mapped, no graph: exact scan"
+    rows = [("cold-start rows only (--cold-only)", tier, "-", "")]
+    fr, fm = [], []
+    for i in range(3):
+        got, _ = child(CHILD, "store", str(db), qs[i] + " fresh")
+        fr.append(got["work_ms"])
+        got, _ = child(CHILD, "model", str(db), qs[i] + " fresh")
+        fm.append(got["work_ms"])
+    rows.append(("first recall of a new process (ms, open + model + search)", f"{pct(fr, 50):.0f}",
+                 f"{pct(fm, 50):.0f} model load + 1 embedding alone", "<= 1000 at 1M"))  # fmt: skip
+    return rows + after_hard_delete(db, model, qs, 3 if n >= 1_000_000 else 5)
+
+
+def measure(n: int, workdir: Path, model: object, seeds: np.ndarray, reps: int, only_cold: bool = False) -> list[tuple[str, str, str, str]]:
     import atomic_agents.memory._vectors as vectors
     from atomic_agents.memory._matrix_cache import ann_path, load_snapshot, meta_path, snapshot_path
 
@@ -306,6 +327,8 @@ def measure(n: int, workdir: Path, model: object, seeds: np.ndarray, reps: int) 
     built = build(db, n, model, seeds)
     rows: list[tuple[str, str, str, str]] = []
     rows.append(("corpus (synthetic vectors via remember_many)", f"{n:,} rows", f"built in {built:.0f} s" if built else "reused", ""))
+    if only_cold:
+        return rows + cold_only(db, n, model, queries(reps * 3, seed=n % 997))
     qs = queries(reps * 3, seed=n % 997)
     ann_path(db).unlink(missing_ok=True)  # the graph is missing: measure what a store does then
     exact = SQLiteMemoryStore(db, embedder=model, ann_threshold=0)  # type: ignore[arg-type]
@@ -479,6 +502,8 @@ def run(argv: Sequence[str]) -> None:
     ap.add_argument("--workdir", default=None, help="keep the databases here (reused by the next run)")
     ap.add_argument("--sweep", default=None, metavar="EF[:HEAD],...",
                     help="instead: the graph alone, build time and recall per expansion_add (e.g. 128:20000,64,48)")
+    ap.add_argument("--cold-only", action="store_true",
+                    help="only the new-process rows (first recall; after another process's hard delete), from the snapshot as it is")
     args = ap.parse_args(list(argv))
     model = embedder_from_name("minilm")
     seeds = model.embed_batch([t for t, _ in make_texts(2000, seed=3)])  # type: ignore[attr-defined]
@@ -493,7 +518,7 @@ def run(argv: Sequence[str]) -> None:
     try:
         for n in [int(s) for s in args.sizes.split(",")]:
             t0, load0 = time.perf_counter(), os.getloadavg()[0]
-            rows = measure(n, workdir, model, seeds, args.reps)
+            rows = measure(n, workdir, model, seeds, args.reps, args.cold_only)
             print(f"\n## scale: {n:,} memories ({time.perf_counter() - t0:.0f} s; load {load0:.1f} -> {os.getloadavg()[0]:.1f} "
                   f"on {os.cpu_count()} cores; corpus vectors synthetic, queries through the real model)\n")  # fmt: skip
             print("| metric | atomic-agents | baseline (same run) | target |")
