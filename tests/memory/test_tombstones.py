@@ -437,6 +437,22 @@ def test_a_prune_of_the_log_between_a_stores_look_and_its_pull_is_noticed(tmp_pa
     lagging.close()
 
 
+def test_vacuum_keeps_the_log_and_the_snapshot_usable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache, "MIN_ROWS", 1)
+    db = tmp_path / "m.db"
+    writer, _ = _filled(db)
+    with SQLiteMemoryStore(db, embedder=EMB, ann_threshold=0) as first:
+        first.recall("alpha", SCOPES[0])  # publishes the snapshot
+    writer.prune(keywords="u0 u39", dry_run=False, hard=True)  # u39: the highest row id
+    writer.vacuum()  # (memory vacuum: rebuilds the file; row ids are an INTEGER PRIMARY KEY, kept)
+    writer.remember("alpha after the vacuum", None, SCOPES[0])
+    assert len(_tomb_revs(db)) == 2
+    with SQLiteMemoryStore(db, embedder=EMB, ann_threshold=0) as fresh:
+        _check(fresh, db, k=40)
+        assert fresh._loads == {"snapshot": 1, "rows": 0}
+    writer.close()
+
+
 def test_a_reindex_empties_the_log_and_moves_the_epoch(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     writer, _ = _filled(db)
