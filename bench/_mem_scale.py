@@ -235,7 +235,10 @@ def after_hard_delete(db: Path, model: object, qs: Sequence[str], reps: int) -> 
             with SQLiteMemoryStore(db, embedder=_Restore(model, erased), ann_threshold=0) as s:  # type: ignore[arg-type]
                 s.remember_many([(c, None) for c in erased], SCOPE)
     assert leaked == 0, f"{leaked} erased rows came back"
-    via = lambda loads: f"{sum(x['snapshot'] for x in loads)}/{sum(x['rows'] for x in loads)}"  # noqa: E731
+
+    def via(loads: list[dict[str, int]]) -> str:
+        return f"{sum(x['snapshot'] for x in loads)}/{sum(x['rows'] for x in loads)}"
+
     return [
         (f"first recall of a new process after another process's hard delete (ms; load {loads0:.1f})", f"{pct(new, 50):.0f}",
          f"{pct(old, 50):.0f} before (the delete bumped the epoch: every vector loaded from the rows)", "<= 1000 at 1M"),

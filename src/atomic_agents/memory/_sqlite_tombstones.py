@@ -18,14 +18,16 @@ transaction (no extra commit), :func:`trim` deletes the tombstones at or below
 
     max(min(rev of the KEEP+1-th newest tombstone, snapshot_rev), rev of the CAP+1-th newest)
 
-and raises the floor to the newest tombstone so dropped. So the newest :data:`KEEP` tombstones are always kept
-(a process a little behind just pulls), and older ones only once the published
-snapshot is past them: a process behind the floor reloads *from that snapshot* (a
-memory map), never from the rows. The log never holds more than :data:`CAP` entries
-(~20 bytes each): past that the oldest go even if no snapshot covers them (a store
-whose snapshot is never refreshed); a fresh process then loads from the rows, as it
-did after every hard delete before. A reindex empties the log (every process
-reloads anyway) and sets the floor to the counter.
+and raises the floor to the newest tombstone so dropped. So the newest :data:`KEEP`
+tombstones are always kept (a process a little behind just pulls), and older ones
+only once the published snapshot is past them: a process behind the floor reloads
+*from that snapshot* (a memory map), never from the rows. The log never holds more
+than :data:`CAP` entries (~20 bytes each): past that the oldest go even if no
+snapshot covers them (a store whose snapshot is never refreshed), and a single hard
+delete of more than CAP rows drops its own (they share one rev); a process behind
+the floor then loads from the rows, as every process did after a hard delete before.
+A reindex empties the log (every process reloads anyway) and sets the floor to the
+counter.
 
 The counter never goes back: :data:`REV_NOW` is the largest of the rows' revs, the
 tombstones' revs and the floor (which is at least every pruned tombstone's rev), so
@@ -37,7 +39,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-__all__ = ["CAP", "FLOOR_SQL", "KEEP", "PULL_SQL", "REV_NOW", "clear", "floor_of", "next_rev", "note_snapshot", "record", "snapshot_terms", "trim"]
+__all__ = [
+    "CAP", "FLOOR_SQL", "KEEP", "PULL_SQL", "REV_NOW",
+    "clear", "floor_of", "next_rev", "note_snapshot", "record", "snapshot_terms", "trim",
+]  # fmt: skip
 
 #: The newest tombstones always kept (a process this far behind catches up by pulling).
 KEEP = 10_000
