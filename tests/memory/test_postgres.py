@@ -15,6 +15,9 @@ import pytest
 from atomic_agents.cli import main
 from atomic_agents.exceptions import SchemaVersionError, StoreError
 from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore, export_jsonl, import_jsonl, open_store
+from atomic_agents.memory._postgres_schema import PG_SCHEMA_VERSION
+
+from ._helpers import pg_downgrade
 
 SCOPE = Scope("builder", "alice", org_id="acme", workspace_id="acme/web")
 
@@ -77,8 +80,6 @@ def test_processes_opening_a_fresh_store_at_once_and_writing_lose_nothing(pg_dsn
     acked = [i for ids in results.values() for i in ids] + got
     assert len(acked) == 4 * 40 + 4 * 25 == len(set(acked))
     assert {m.id for m in store.scan(SCOPE.as_filter())} == set(acked)
-    from atomic_agents.memory._postgres_schema import PG_SCHEMA_VERSION
-
     assert store.health().schema_version == PG_SCHEMA_VERSION and store.health().total == len(acked)
     assert _row_counter(store) == _count(store) == len(acked)  # eight writers at once: the counter missed none
     store.close()
@@ -109,7 +110,7 @@ def test_bm25_row_count_is_kept_by_triggers_and_scores_equal_sqlite(pg_dsn: str,
         for q in ("deploy billing", "cache rollback latency", "invoice", "token alert schema queue"):
             a, b = pg.search(q, SCOPE, 10), lite.search(q, SCOPE, 10)
             assert pg._idf(q) == pytest.approx(lite._idf(q), rel=1e-12)
-            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=5e-3)
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-9)
 
     same_scores()
     assert _row_counter(pg) == _count(pg) == 120
@@ -128,17 +129,10 @@ def test_a_version_1_store_gets_the_row_counter_on_open(pg_dsn: str) -> None:
     store = _pg(pg_dsn)
     store.remember_many([(f"note {i} about deploys", None) for i in range(30)], SCOPE)
 
-    def downgrade(cur: Any) -> None:  # the store as package schema 1 left it
-        cur.execute("DROP TRIGGER memory_rows_ins ON memories")
-        cur.execute("DROP TRIGGER memory_rows_del ON memories")
-        cur.execute("DROP FUNCTION atomic_agents_count_rows()")
-        cur.execute("DROP TABLE memory_rows")
-        cur.execute("UPDATE store_meta SET value = '1' WHERE key = 'schema_version'")
-
-    store._run(downgrade, write=True)
+    store._run(lambda cur: pg_downgrade(cur, 1), write=True)  # the store as package schema 1 left it
     store.close()
     store = _pg(pg_dsn)
-    assert store.health().schema_version == 2
+    assert store.health().schema_version == PG_SCHEMA_VERSION
     assert _row_counter(store) == _count(store) == 30
     store.remember("one more deploy note", None, SCOPE)
     assert _row_counter(store) == 31

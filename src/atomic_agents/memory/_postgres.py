@@ -10,9 +10,10 @@ pgvector) and a server with the ``vector`` extension.
 - Keyword search: a stored ``tsvector`` (English stemming, diacritics folded like
   SQLite's ``remove_diacritics``) matched by any query word finds and pre-ranks
   (``ts_rank``) a deep candidate set; each candidate is then re-scored with the
-  shared BM25 (:mod:`._scoring`: SQLite's tokens and constants; row counts from this
-  database; average length over the candidates) so scores mean what they mean on
-  SQLite; ties go to the older row, as everywhere.
+  shared BM25 (:mod:`._scoring`: SQLite's tokens and constants) over corpus
+  statistics kept exactly as FTS5 keeps them (:mod:`._postgres_stats`: N, each stem's
+  row count and the average length, trigger-kept counters read in one indexed
+  statement), so a memory's scores are SQLite's; ties go to the older row, as everywhere.
 - Metadata filters: ``meta @> filter`` on a JSONB copy (GIN index), then the shared
   type-strict check where JSONB is looser (numbers: ``1`` equals ``1.0`` in JSONB).
 - Every write is one transaction on a pooled connection; leases serialise on a
@@ -62,6 +63,7 @@ from ._postgres_sql import (
 from ._base import memory_from_row as _memory
 from ._postgres_leases import PostgresLeases, _lease, _server_now
 from ._postgres_schema import PG_SCHEMA_VERSION, TS_CONFIG, ensure_schema, ensure_vector_index, vector_index_name
+from ._postgres_stats import KeywordStats, backfill, compact, read_stats, row_stats, stem_key
 from collections import Counter
 
 from ._scoring import (
@@ -137,6 +139,12 @@ class PostgresMemoryStore(PostgresLeases):
         except Exception as exc:  # PoolTimeout: the server went away between the two connects
             self._pool.close()
             raise StoreError(f"cannot open a connection pool to {self.path}: {exc}") from None
+        try:  # rows from before schema 3 (or from an older package) get their keyword statistics
+            if self._read("SELECT EXISTS (SELECT 1 FROM memories WHERE doc_len IS NULL)")[0][0]:
+                backfill(self._run)
+        except BaseException:
+            self._pool.close()
+            raise
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -209,21 +217,41 @@ class PostgresMemoryStore(PostgresLeases):
             known.update(zip(todo.keys(), vecs, strict=True))
         return [(h, known[h]) for h in hashes]
 
-    def _insert_sql(self, *, skip_existing: bool = False) -> str:
-        return (
-            "INSERT INTO memories (id, content, metadata, meta, agent_id, user_id, org_id, workspace_id, created_at,"
-            " updated_at, expires_at, deleted_at, content_hash, embedder, embedding, search_text)"
-            " VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            + (" ON CONFLICT (id) DO NOTHING" if skip_existing else "")
-        )
+    #: the column types of one row of :meth:`_row`, in order (the arrays :meth:`_insert` unnests)
+    _ROW_TYPES = (
+        "text", "text", "text", "text", "text", "text", "text", "text", "float8", "float8", "float8", "float8",
+        "text", "text", "vector", "text", "int", "text",
+    )  # fmt: skip
 
-    def _row(self, mem: Memory, h: str, vec: np.ndarray | None) -> list[Any]:
+    def _insert(self, cur: Any, rows: Sequence[Sequence[Any]], *, skip_existing: bool = False) -> int:
+        """Insert ``rows`` (from :meth:`_row`) in one statement; returns how many went in.
+
+        One statement, so the keyword-statistics trigger runs once per write with every
+        row's stems (one upsert per counter, in stem order) rather than once per row.
+        """
+        cols: list[list[Any]] = [list(c) for c in zip(*rows, strict=True)]
+        for i, t in enumerate(self._ROW_TYPES):  # one array holds one type: 0 and 1.5 are both float8
+            if t == "float8":
+                cols[i] = [None if v is None else float(v) for v in cols[i]]
+        arrays = ", ".join(f"%s::{t}[]" for t in self._ROW_TYPES)
+        names = ", ".join(f"c{i}" for i in range(len(self._ROW_TYPES)))
+        cur.execute(
+            "INSERT INTO memories (id, content, metadata, meta, agent_id, user_id, org_id, workspace_id, created_at,"
+            " updated_at, expires_at, deleted_at, content_hash, embedder, embedding, search_text, doc_len, terms)"
+            " SELECT c0, c1, c2, c3::jsonb, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16,"
+            f" string_to_array(c17, ' ') FROM unnest({arrays}) WITH ORDINALITY AS u({names}, ord) ORDER BY ord"
+            + (" ON CONFLICT (id) DO NOTHING" if skip_existing else ""),
+            cols,
+        )
+        return int(cur.rowcount)
+
+    def _row(self, mem: Memory, h: str, vec: np.ndarray | None, stats: tuple[int, str]) -> list[Any]:
         text, jsonb = _meta_params(mem.metadata)
         return [
             mem.id, mem.content, text, jsonb, mem.agent_id, mem.user_id, mem.org_id, mem.workspace_id,
             mem.created_at, mem.updated_at, mem.expires_at, mem.deleted_at or 0, h,
             self.embedder.model_id if vec is not None else None,
-            np.asarray(vec, dtype=np.float32) if vec is not None else None, _fold(mem.content),
+            np.asarray(vec, dtype=np.float32) if vec is not None else None, _fold(mem.content), *stats,
         ]  # fmt: skip
 
     # -- writes ------------------------------------------------------------------------
@@ -270,7 +298,8 @@ class PostgresMemoryStore(PostgresLeases):
         mems = [prepare_new(c, m, scope, ttl_ms, now=now, memory_id=memory_id) for c, m in items]
         total = len(mems)
         vectors = self._vectors_for([m.content for m in mems], progress=(lambda n: progress(n, total)) if progress else None)
-        rows = [self._row(mem, h, vec) for mem, (h, vec) in zip(mems, vectors, strict=True)]
+        stats = row_stats([m.content for m in mems])
+        rows = [self._row(mem, h, vec, st) for mem, (h, vec), st in zip(mems, vectors, stats, strict=True)]
 
         def tx(cur: Any) -> None:
             if fence is not None:
@@ -280,7 +309,7 @@ class PostgresMemoryStore(PostgresLeases):
                 if cur.fetchone():
                     raise ConflictError(f"a memory with id {mems[0].id} already exists")
             if rows:
-                cur.executemany(self._insert_sql(), rows)
+                self._insert(cur, rows)
 
         self._run(tx, write=True)
         return [m.id for m in mems]
@@ -310,6 +339,7 @@ class PostgresMemoryStore(PostgresLeases):
         new = prepare_edit(cur_mem, content, metadata, ttl_ms, unset=UNSET, now=now)
         changed = new.content != cur_mem.content
         h, vec = self._vectors_for([new.content])[0] if changed else (content_hash(cur_mem.content), None)
+        stats = row_stats([new.content])[0] if changed else (0, "")
         text, jsonb = _meta_params(new.metadata)
 
         def tx(cur: Any) -> None:
@@ -318,9 +348,14 @@ class PostgresMemoryStore(PostgresLeases):
             if changed:
                 sets += ", content = %s, search_text = %s, content_hash = %s, embedder = %s, embedding = %s"
                 params += [new.content, _fold(new.content), h, self.embedder.model_id, vec]
-            cur.execute(f"UPDATE memories SET {sets} WHERE id = %s AND deleted_at = 0", [*params, mid])
-            if cur.rowcount != 1:
+                sets += ", doc_len = %s, terms = string_to_array(%s, ' ')"
+                params += list(stats)
+            cur.execute(f"UPDATE memories SET {sets} WHERE id = %s AND deleted_at = 0 RETURNING doc_len IS NULL", [*params, mid])
+            got = cur.fetchall()
+            if len(got) != 1:
                 raise NotFoundError(f"no memory {mid}", record=mid)
+            if changed and got[0][0]:  # new stats equal to the old: the stale-terms trigger cleared them
+                cur.execute("UPDATE memories SET doc_len = %s, terms = string_to_array(%s, ' ') WHERE id = %s", [*stats, mid])
 
         self._run(tx, write=True)
         return new
@@ -404,22 +439,29 @@ class PostgresMemoryStore(PostgresLeases):
         rows = self._read(f"SELECT {_COLS} FROM memories m WHERE m.seq = ANY(%s) AND {_LIVE}", [list(seqs), time.time()])
         return {row[0]: _memory(row) for row in rows}
 
+    def _stats(self, keys: Sequence[str]) -> KeywordStats:
+        """The corpus statistics of these stem keys, every row counted first (see :mod:`._postgres_stats`)."""
+        stats = self._run(lambda cur: read_stats(cur, keys), write=False)
+        if stats.pending:  # rows an older package wrote, or a backfill still running elsewhere
+            backfill(self._run)
+            stats = self._run(lambda cur: read_stats(cur, keys), write=False)
+        return stats
+
+    def _query_stems(self, query: str) -> list[str]:
+        """The stem of each query word that has one, in word order, repeats kept (as SQLite reads the query)."""
+        by_word = stems(keyword_terms(query))
+        return [by_word[w] for w in keyword_terms(query) if w in by_word]
+
     def _idf(self, query: str) -> dict[str, float]:
-        """``stem -> idf`` for the query's content words: row counts from the tsvector index."""
-        words = keyword_terms(_fold(query))
-        by_stem = stems(words)
-        if not by_stem:
-            return {}
-        firsts = {st: w for w, st in reversed(list(by_stem.items()))}
-        counts = ", ".join(f"count(*) FILTER (WHERE tsv @@ to_tsquery('{TS_CONFIG}', %s))" for _ in firsts)
-        quoted = [f"'{w}'" for w in firsts.values()]
-        # N = every row (as FTS5 counts it): the trigger-kept counter, not a count(*) scan
-        row = self._read(
-            f"SELECT (SELECT coalesce(sum(n), 0) FROM memory_rows), {counts} FROM memories"
-            f" WHERE tsv @@ to_tsquery('{TS_CONFIG}', %s)",
-            [*quoted, " | ".join(quoted)],
-        )[0]
-        return {st: idf(int(row[0]), int(n)) for st, n in zip(firsts, row[1:], strict=True)}
+        """``stem -> idf`` for the query's content words: N and each stem's rows from the kept counters."""
+        return self._idf_and_avg(query)[0]
+
+    def _idf_and_avg(self, query: str) -> tuple[dict[str, float], float]:
+        distinct = list(dict.fromkeys(self._query_stems(query)))
+        if not distinct:
+            return {}, 0.0
+        st = self._stats([stem_key(t) for t in distinct])
+        return {t: idf(st.rows, st.hits.get(stem_key(t), 0)) for t in distinct}, st.avg_length
 
     def _semantic_text(self, query: str) -> str:
         """The text the query is embedded as (:func:`~._scoring.semantic_query`: BM25's own row counts)."""
@@ -436,18 +478,25 @@ class PostgresMemoryStore(PostgresLeases):
         return self._keyword_signals(query, mems)[0]
 
     def _keyword_signals(self, query: str, mems: Mapping[int, Memory]) -> tuple[dict[int, float], dict[int, float]]:
-        """Keyword evidence and keyword coverage of each given memory that matches a query word."""
-        idfs = self._idf(query)
-        if not idfs or not mems:
+        """Keyword evidence and keyword coverage of each given memory that matches a query word.
+
+        BM25 as FTS5 computes it for the query's ``OR`` of words: a sum over the words, so
+        two words with one stem count it twice; the IDF mass counts each stem once.
+        """
+        if not mems:
             return {}, {}
+        idfs, avg = self._idf_and_avg(query)
+        if not idfs:
+            return {}, {}
+        weights = Counter(self._query_stems(query))
+        per_word = {t: w * weights[t] for t, w in idfs.items()}
         keys = list(mems)
         counts = [Counter(t) for t in tokens([mems[k].content for k in keys])]
-        avg = sum(sum(c.values()) for c in counts) / len(counts)
         mass = sum(idfs.values())
         ev, cov = {}, {}
         for k, c in zip(keys, counts, strict=True):
             if any(c[t] for t in idfs):
-                ev[k] = keyword_evidence(bm25(c, sum(c.values()), avg, idfs), mass)
+                ev[k] = keyword_evidence(bm25(c, sum(c.values()), avg, per_word), mass)
                 cov[k] = keyword_coverage(sum(w for t, w in idfs.items() if c[t]), mass)
         return ev, cov
 
@@ -623,7 +672,10 @@ class PostgresMemoryStore(PostgresLeases):
         before = self.health().size_bytes
         try:
             with self._pool.connection() as conn:
+                with conn.transaction(), conn.cursor() as cur:
+                    compact(cur)
                 conn.execute("VACUUM (ANALYZE) memories")
+                conn.execute("VACUUM (ANALYZE) memory_terms")
                 conn.execute("VACUUM (ANALYZE) leases")
         except self._psycopg.Error as exc:
             raise StoreError(f"vacuum failed: {self._reason(exc)}") from None
@@ -725,19 +777,12 @@ class PostgresMemoryStore(PostgresLeases):
         vecs = dict(zip((m.id for m in todo), embedded, strict=True))
         vecs.update((m.id, (content_hash(m.content), given[m.id])) for m in live if m.id in given)
         rows = []
-        for m in fresh:
+        for m, st in zip(fresh, row_stats([m.content for m in fresh]), strict=True):
             h, v = vecs.get(m.id, (content_hash(m.content), None))
-            rows.append(self._row(m, h, v))
+            rows.append(self._row(m, h, v, st))
 
         def tx(cur: Any) -> int:
-            n = 0
-            for start in range(0, len(rows), 1000):
-                cur.executemany(self._insert_sql(skip_existing=True) + " RETURNING 1", rows[start : start + 1000], returning=True)
-                while True:
-                    n += len(cur.fetchall())
-                    if not cur.nextset():
-                        break
-            return n
+            return sum(self._insert(cur, rows[s : s + 1000], skip_existing=True) for s in range(0, len(rows), 1000))
 
         imported = self._run(tx, write=True) if rows else 0
         if progress is not None:

@@ -22,7 +22,7 @@ from ..exceptions import SchemaVersionError
 __all__ = ["PG_SCHEMA_VERSION", "TS_CONFIG", "ensure_schema", "ensure_vector_index", "vector_index_name"]
 
 #: Bumped by each entry appended to ``_MIGRATIONS``; never edit a shipped migration.
-PG_SCHEMA_VERSION = 2
+PG_SCHEMA_VERSION = 3
 #: Shards of the row counter (``memory_rows``, migration 2): concurrent writers land on
 #: different rows (by backend pid), so they rarely wait on one another's row lock.
 ROW_COUNT_SHARDS = 16
@@ -103,6 +103,93 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE TRIGGER memory_rows_del AFTER DELETE ON memories REFERENCING OLD TABLE AS old_rows"
         " FOR EACH STATEMENT EXECUTE FUNCTION atomic_agents_count_rows()",
         "INSERT INTO memory_rows (shard, n) SELECT -1, count(*) FROM memories",
+    ],
+    # The rest of BM25's corpus statistics, kept exactly as N is (FTS5 indexes every row of
+    # ``memories``, forgotten and expired ones included, so every row counts): each row's
+    # length (``doc_len``: its FTS5 token count) and distinct porter stems (``terms``), both
+    # computed by the Python write path with SQLite's own tokenizer; the counter sums
+    # ``doc_len`` into ``memory_rows.tokens`` (avgdl = tokens / N, as FTS5 divides) and each
+    # stem's rows into ``memory_terms`` (its n_t). NULL ``doc_len``: not counted yet (rows of
+    # a database from before this migration, or written by an older package); the store
+    # backfills them (``_postgres_stats.backfill``), and searches do before reading.
+    3: [
+        "ALTER TABLE memories ADD COLUMN doc_len integer, ADD COLUMN terms text[]",
+        "ALTER TABLE memory_rows ADD COLUMN tokens bigint NOT NULL DEFAULT 0",
+        "CREATE TABLE memory_terms (stem text NOT NULL, shard int NOT NULL, n bigint NOT NULL, PRIMARY KEY (stem, shard))",
+        "CREATE INDEX ix_memories_uncounted ON memories (seq) WHERE doc_len IS NULL",
+        """CREATE FUNCTION atomic_agents_keyword_stats() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            shard_id int := pg_backend_pid() % 16;
+            d_rows bigint := 0;
+            d_tokens bigint := 0;
+            touched bigint := 0;
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                SELECT count(*), coalesce(sum(doc_len), 0) INTO d_rows, d_tokens FROM new_rows;
+                touched := d_rows;
+            ELSIF TG_OP = 'DELETE' THEN
+                SELECT -count(*), -coalesce(sum(doc_len), 0) INTO d_rows, d_tokens FROM old_rows;
+                touched := -d_rows;
+            ELSE
+                SELECT count(*), coalesce(sum(coalesce(n.doc_len, 0) - coalesce(o.doc_len, 0)), 0) INTO touched, d_tokens
+                FROM new_rows n JOIN old_rows o ON o.seq = n.seq
+                WHERE n.doc_len IS DISTINCT FROM o.doc_len OR n.terms IS DISTINCT FROM o.terms;
+            END IF;
+            IF touched = 0 THEN
+                RETURN NULL;
+            END IF;
+            -- this shard's counter row first, always: its row lock (held to commit) orders every
+            -- transaction writing this shard's stem rows, so two of them never wait on each other
+            -- in opposite orders (no deadlock, however many statements a transaction runs)
+            INSERT INTO memory_rows AS r (shard, n, tokens) VALUES (shard_id, d_rows, d_tokens)
+            ON CONFLICT (shard) DO UPDATE SET n = r.n + excluded.n, tokens = r.tokens + excluded.tokens;
+            IF TG_OP = 'INSERT' THEN
+                INSERT INTO memory_terms AS t (stem, shard, n)
+                SELECT u.stem, shard_id, count(*) FROM new_rows, unnest(new_rows.terms) AS u(stem)
+                GROUP BY u.stem ORDER BY u.stem
+                ON CONFLICT (stem, shard) DO UPDATE SET n = t.n + excluded.n;
+            ELSIF TG_OP = 'DELETE' THEN
+                INSERT INTO memory_terms AS t (stem, shard, n)
+                SELECT u.stem, shard_id, -count(*) FROM old_rows, unnest(old_rows.terms) AS u(stem)
+                GROUP BY u.stem ORDER BY u.stem
+                ON CONFLICT (stem, shard) DO UPDATE SET n = t.n + excluded.n;
+            ELSE
+                INSERT INTO memory_terms AS t (stem, shard, n)
+                SELECT x.stem, shard_id, sum(x.d) FROM (
+                    SELECT u.stem, 1 AS d FROM new_rows n JOIN old_rows o ON o.seq = n.seq, unnest(n.terms) AS u(stem)
+                    WHERE n.terms IS DISTINCT FROM o.terms
+                    UNION ALL
+                    SELECT u.stem, -1 FROM new_rows n JOIN old_rows o ON o.seq = n.seq, unnest(o.terms) AS u(stem)
+                    WHERE n.terms IS DISTINCT FROM o.terms
+                ) x GROUP BY x.stem HAVING sum(x.d) <> 0 ORDER BY x.stem
+                ON CONFLICT (stem, shard) DO UPDATE SET n = t.n + excluded.n;
+            END IF;
+            RETURN NULL;
+        END $$""",
+        # A writer that changes content without new stats (an older package during an
+        # upgrade, a hand-written UPDATE) leaves the row uncounted, never counted wrongly.
+        """CREATE FUNCTION atomic_agents_stale_terms() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.content IS DISTINCT FROM OLD.content AND NEW.terms IS NOT DISTINCT FROM OLD.terms
+               AND NEW.doc_len IS NOT DISTINCT FROM OLD.doc_len THEN
+                NEW.doc_len := NULL;
+                NEW.terms := NULL;
+            END IF;
+            RETURN NEW;
+        END $$""",
+        # as in migration 2: the new triggers replace the old in this transaction, which holds
+        # writers off until it commits, so no write is counted twice or missed
+        "DROP TRIGGER memory_rows_ins ON memories",
+        "DROP TRIGGER memory_rows_del ON memories",
+        "DROP FUNCTION atomic_agents_count_rows()",
+        "CREATE TRIGGER memory_stats_ins AFTER INSERT ON memories REFERENCING NEW TABLE AS new_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION atomic_agents_keyword_stats()",
+        "CREATE TRIGGER memory_stats_del AFTER DELETE ON memories REFERENCING OLD TABLE AS old_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION atomic_agents_keyword_stats()",
+        "CREATE TRIGGER memory_stats_upd AFTER UPDATE ON memories REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION atomic_agents_keyword_stats()",
+        "CREATE TRIGGER memory_stats_stale BEFORE UPDATE OF content ON memories"
+        " FOR EACH ROW EXECUTE FUNCTION atomic_agents_stale_terms()",
     ],
 }
 
