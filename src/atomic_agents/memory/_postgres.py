@@ -473,32 +473,35 @@ class PostgresMemoryStore(PostgresLeases):
         n_rows = int(self._read("SELECT coalesce(sum(n), 0) FROM memory_rows")[0][0])
         return semantic_query(query, idfs, n_rows)
 
-    def _evidence(self, query: str, mems: Mapping[int, Memory]) -> dict[int, float]:
-        """Keyword evidence (shared BM25 over SQLite's tokens) of each given memory that matches."""
-        return self._keyword_signals(query, mems)[0]
-
-    def _keyword_signals(self, query: str, mems: Mapping[int, Memory]) -> tuple[dict[int, float], dict[int, float]]:
-        """Keyword evidence and keyword coverage of each given memory that matches a query word.
+    def _bm25(self, query: str, mems: Mapping[int, Memory]) -> tuple[dict[int, float], dict[int, float], float]:
+        """``(bm25, matched IDF, IDF mass)`` of each given memory holding a query stem.
 
         BM25 as FTS5 computes it for the query's ``OR`` of words: a sum over the words, so
         two words with one stem count it twice; the IDF mass counts each stem once.
         """
         if not mems:
-            return {}, {}
+            return {}, {}, 0.0
         idfs, avg = self._idf_and_avg(query)
         if not idfs:
-            return {}, {}
+            return {}, {}, 0.0
         weights = Counter(self._query_stems(query))
         per_word = {t: w * weights[t] for t, w in idfs.items()}
         keys = list(mems)
         counts = [Counter(t) for t in tokens([mems[k].content for k in keys])]
-        mass = sum(idfs.values())
-        ev, cov = {}, {}
+        scores, matched = {}, {}
         for k, c in zip(keys, counts, strict=True):
             if any(c[t] for t in idfs):
-                ev[k] = keyword_evidence(bm25(c, sum(c.values()), avg, per_word), mass)
-                cov[k] = keyword_coverage(sum(w for t, w in idfs.items() if c[t]), mass)
-        return ev, cov
+                scores[k] = bm25(c, sum(c.values()), avg, per_word)
+                matched[k] = sum(w for t, w in idfs.items() if c[t])
+        return scores, matched, sum(idfs.values())
+
+    def _keyword_signals(self, query: str, mems: Mapping[int, Memory]) -> tuple[dict[int, float], dict[int, float]]:
+        """Keyword evidence and keyword coverage of each given memory that matches a query word."""
+        scores, matched, mass = self._bm25(query, mems)
+        return (
+            {k: keyword_evidence(b, mass) for k, b in scores.items()},
+            {k: keyword_coverage(v, mass) for k, v in matched.items()},
+        )
 
     def _keyword(
         self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None = None
@@ -520,9 +523,9 @@ class PostgresMemoryStore(PostgresLeases):
         if post:
             rows = [r for r in rows if metadata_matches(json.loads(r[3]), flt)][:depth]
         mems = {r[0]: _memory(r) for r in rows}
-        ev = self._evidence(query, mems)
-        ranked = sorted(ev, key=lambda k: (-ev[k], k))[:limit]
-        return [(k, ev[k], mems[k]) for k in ranked]
+        scores, _, mass = self._bm25(query, mems)
+        ranked = sorted(scores, key=lambda k: (-scores[k], k))[:limit]  # FTS5's order: bm25 (uncapped), then row
+        return [(k, keyword_evidence(scores[k], mass), mems[k]) for k in ranked]
 
     def search(
         self, query: str, scope: Scope, limit: int = 10, filters: Mapping[str, Any] | None = None

@@ -1,0 +1,304 @@
+"""PostgreSQL's BM25 corpus statistics (schema 3): exactly FTS5's, so keyword scores equal SQLite's.
+
+The counters (``memory_rows.n``/``tokens``, ``memory_terms``) must equal a recount of the
+rows and SQLite's own FTS5 numbers for the same writes, after every kind of write, under
+concurrent writers, and after an old database is migrated and backfilled.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sqlite3
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore
+from atomic_agents.memory._base import memory_from_row
+from atomic_agents.memory._postgres_schema import PG_SCHEMA_VERSION
+from atomic_agents.memory._postgres_sql import _COLS
+from atomic_agents.memory._postgres_stats import stem_key
+from atomic_agents.memory._scoring import keyword_evidence, tokens
+
+from ._helpers import pg_downgrade
+
+SCOPE = Scope("builder", "alice", org_id="acme", workspace_id="acme/web")
+OTHER = Scope("reviewer", "bob", org_id="acme", workspace_id="acme/web")
+WORDS = (
+    "deploy deploys deployed deploying billing cache caches rollback latency queue invoice invoices schema token"
+    " alert alerts run running runs café naïve résumé the a of staging production outage"
+).split()
+QUERIES = (
+    "deploy billing", "cache rollback latency", "invoice", "token alert schema queue", "run running runs",
+    "deploying the staging cache", "cafe resume", "outage production outage", "what did the deploy do",
+)
+
+
+def _pg(dsn: str, **kw: Any) -> Any:
+    from atomic_agents.memory._postgres import PostgresMemoryStore
+
+    return PostgresMemoryStore(dsn, embedder=kw.pop("embedder", HashingEmbedder()), **kw)
+
+
+def _texts(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        body = " ".join(rng.choice(WORDS, int(rng.integers(1, 14))).tolist())
+        if i % 17 == 0:  # a stem longer than a btree key can hold, keyed by its hash
+            body += " " + "x" * 300 + str(i % 3)
+        if i % 11 == 0:
+            body += ". Punctuation, and CAPITALS!"
+        out.append(f"{body} item{i}")
+    return out
+
+
+def _pg_signals(pg: Any, query: str) -> tuple[dict[str, float], dict[str, float]]:
+    """PostgreSQL's evidence and coverage of every row (forgotten, expired too), by memory id."""
+    mems = {r[0]: memory_from_row(r) for r in pg._read(f"SELECT {_COLS} FROM memories m")}
+    ev, cov = pg._keyword_signals(query, mems)
+    return {mems[k].id: v for k, v in ev.items()}, {mems[k].id: v for k, v in cov.items()}
+
+
+def _lite_signals(lite: SQLiteMemoryStore, query: str) -> tuple[dict[str, float], dict[str, float]]:
+    """SQLite's (FTS5's own bm25 and the index's counts) of every row matching a query word."""
+    ids = dict(lite._read("SELECT seq, id FROM memories"))
+    m = lite._matches(query)
+    ev = {ids[k]: keyword_evidence(-b, m.mass) for k, b in m.bm25.items()}
+    return ev, {ids[k]: v for k, v in m.coverage(m.bm25).items()}
+
+
+class Pair:
+    """The same writes on SQLite and PostgreSQL; ids mapped PostgreSQL -> SQLite."""
+
+    def __init__(self, dsn: str, tmp: Path) -> None:
+        self.pg = _pg(dsn)
+        self.lite = SQLiteMemoryStore(tmp / "m.db", embedder=HashingEmbedder())
+        self.to_lite: dict[str, str] = {}
+
+    def remember_many(self, texts: list[str], scope: Scope = SCOPE, **kw: Any) -> list[str]:
+        a = self.pg.remember_many([(t, None) for t in texts], scope, **kw)
+        b = self.lite.remember_many([(t, None) for t in texts], scope, **kw)
+        self.to_lite.update(zip(a, b, strict=True))
+        return a
+
+    def both(self, pg_id: str) -> list[tuple[Any, str]]:
+        return [(self.pg, pg_id), (self.lite, self.to_lite[pg_id])]
+
+    def check(self, *, searches: bool = True) -> None:
+        """Counters equal a recount and FTS5's; every signal and score of every query equals SQLite's.
+
+        ``searches``: also the result lists. PostgreSQL pre-selects its keyword candidates
+        by ``ts_rank`` (the deepest 200), so past a few hundred matching rows its top-10 may
+        hold other rows than FTS5's (each with SQLite's score); the tests that compare lists
+        keep matches below that depth.
+        """
+        check_counters(self.pg, self.lite)
+        for q in QUERIES:
+            assert self.pg._idf(q) == pytest.approx(self.lite._idf(q), rel=1e-12, abs=1e-15), q
+            (pe, pc), (le, lc) = _pg_signals(self.pg, q), _lite_signals(self.lite, q)
+            assert {self.to_lite[k]: v for k, v in pe.items()} == pytest.approx(le, rel=1e-9, abs=1e-12), q
+            assert {self.to_lite[k]: v for k, v in pc.items()} == pytest.approx(lc, rel=1e-9, abs=1e-12), q
+            for sc in (SCOPE, OTHER) if searches else ():
+                a, b = self.pg.search(q, sc, 10), self.lite.search(q, sc, 10)
+                assert [(self.to_lite[h.memory.id], h.score) for h in a] == [(h.memory.id, pytest.approx(h.score, abs=1e-9)) for h in b], q
+                a, b = self.pg.search_hybrid(q, sc, limit=10), self.lite.search_hybrid(q, sc, limit=10)
+                # cosines come from pgvector on one side, numpy on the other (float32 sums: ~1e-7 apart),
+                # so hits whose scores tie to 1e-6 may swap places; every other hit is in the same place
+                assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-6), q
+                at = {h.memory.id: h.score for h in b}
+                for x, y in zip(a, b, strict=True):
+                    if self.to_lite[x.memory.id] != y.memory.id:
+                        assert abs(x.score - y.score) < 1e-6, q
+                        assert abs(at.get(self.to_lite[x.memory.id], b[-1].score) - x.score) < 1e-6, q
+
+    def close(self) -> None:
+        self.pg.close()
+        self.lite.close()
+
+
+def _recount(pg: Any) -> tuple[int, int, dict[str, int]]:
+    """N, total length and per-stem rows recounted from the rows' content (Python tokens)."""
+    contents = [r[0] for r in pg._read("SELECT content FROM memories")]
+    toks = tokens(contents)
+    df: Counter[str] = Counter()
+    for t in toks:
+        df.update({stem_key(s) for s in t})
+    return len(contents), sum(len(t) for t in toks), dict(df)
+
+
+def _counters(pg: Any) -> tuple[int, int, dict[str, int]]:
+    n, total = pg._read("SELECT coalesce(sum(n), 0), coalesce(sum(tokens), 0) FROM memory_rows")[0]
+    df = {s: int(c) for s, c in pg._read("SELECT stem, sum(n) FROM memory_terms GROUP BY stem HAVING sum(n) <> 0")}
+    return int(n), int(total), df
+
+
+def _fts5(lite: SQLiteMemoryStore) -> tuple[int, int, dict[str, int]]:
+    """FTS5's own N, total tokens and per-term row counts of a SQLite store."""
+    with sqlite3.connect(lite.path) as c:
+        c.execute("CREATE VIRTUAL TABLE temp.vr USING fts5vocab(main, memories_fts, row)")
+        c.execute("CREATE VIRTUAL TABLE temp.vi USING fts5vocab(main, memories_fts, instance)")
+        n = c.execute("SELECT count(*) FROM memories_fts").fetchone()[0]
+        total = c.execute("SELECT count(*) FROM temp.vi").fetchone()[0]
+        df = {stem_key(t): d for t, d in c.execute("SELECT term, doc FROM temp.vr")}
+    return int(n), int(total), df
+
+
+def check_counters(pg: Any, lite: SQLiteMemoryStore | None = None) -> None:
+    assert not pg._read("SELECT 1 FROM memories WHERE doc_len IS NULL")  # every row counted
+    kept = _counters(pg)
+    assert kept == _recount(pg)
+    if lite is not None:
+        assert kept == _fts5(lite)
+
+
+def test_keyword_signals_and_scores_equal_sqlite_through_every_kind_of_write(pg_dsn: str, tmp_path: Path) -> None:
+    pair = Pair(pg_dsn, tmp_path)
+    ids = pair.remember_many(_texts(150, 1))
+    pair.remember_many(_texts(40, 2), OTHER)
+    pair.check()
+    for store, mid in (x for i in (3, 9, 27, 81) for x in pair.both(ids[i])):  # forgotten rows still count
+        store.forget(mid)
+    pair.check()
+    edits = {5: "a rollback of billing after the outage", 6: "deploy deploy deploy staging",
+             # same tokens and length as before: the stale-terms trigger clears them, edit re-counts
+             7: pair.pg.get(ids[7]).content.upper()}  # fmt: skip
+    for i, text in edits.items():
+        for store, mid in pair.both(ids[i]):
+            store.edit(mid, content=text)
+    for store, mid in pair.both(ids[8]):
+        store.edit(mid, metadata={"kind": "note"})  # no content change: nothing recounted
+    pair.check()
+    short = pair.remember_many(["an alert that expires soon", "a queue token that expires"], ttl_ms=1)
+    time.sleep(0.05)
+    pair.check()  # expired rows are in FTS5 until erased
+    for store in (pair.pg, pair.lite):
+        assert store.forget_expired(SCOPE.as_filter()) == len(short)
+    pair.check()
+    for store in (pair.pg, pair.lite):  # erased rows leave every counter
+        assert store.prune(keywords="item40 item41 item42", dry_run=False, hard=True).removed == 3
+        assert store.prune(OTHER.as_filter(), dry_run=False, hard=True).removed == 40
+        store.prune(keywords="invoices", dry_run=False)  # soft: still indexed
+    pair.check()
+    before = _counters(pair.pg)
+    pair.pg.vacuum()  # folds the shards: the same sums in fewer rows
+    assert _counters(pair.pg) == before
+    assert pair.pg._read("SELECT count(*) FROM memory_terms")[0][0] == len(before[2])
+    pair.remember_many(_texts(20, 3))
+    pair.check()
+    pair.close()
+
+
+def test_the_average_length_is_the_corpus_not_the_candidate_pool(pg_dsn: str) -> None:
+    """A memory's evidence does not depend on which other memories are candidates."""
+    pg = _pg(pg_dsn)
+    pg.remember_many([("deploy the cache", None), ("cache " + "filler " * 40, None), ("unrelated words only", None)], SCOPE)
+    mems = {r[0]: memory_from_row(r) for r in pg._read(f"SELECT {_COLS} FROM memories m")}
+    alone = {k: v for k, v in mems.items() if v.content == "deploy the cache"}
+    one = pg._keyword_signals("deploy cache", alone)[0]
+    every = pg._keyword_signals("deploy cache", mems)[0]
+    assert one == {k: every[k] for k in one}
+    pg.close()
+
+
+def _writer(dsn: str, n: int, out: Any) -> None:
+    store = _pg(dsn, pool_size=3)
+    rng = np.random.default_rng(100 + n)
+    mine: list[str] = []
+
+    def work(t: int) -> None:
+        for i in range(30):
+            texts = _texts(int(rng.integers(1, 4)), 1000 * n + 10 * t + i)
+            got = store.remember_many([(x, None) for x in texts], SCOPE)
+            mine.extend(got)
+            if i % 3 == 0:
+                store.edit(got[0], content=f"edited {n} {t} {i} deploy latency")
+            if i % 5 == 0:
+                store.forget(got[-1])
+            if i % 7 == 0:
+                store.prune(keywords=f"item{i}", dry_run=False, hard=True)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store.close()
+    out.put(n)
+
+
+def test_counters_stay_exact_under_concurrent_writers(pg_dsn: str) -> None:
+    """Three processes of three threads insert, edit, forget and erase at once: every counter equals a recount."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(pg_dsn, n, out)) for n in range(3)]
+    for p in procs:
+        p.start()
+    done = sorted(out.get(timeout=300) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert done == [0, 1, 2]
+    pg = _pg(pg_dsn)
+    assert pg._read("SELECT count(DISTINCT shard) FROM memory_terms")[0][0] > 1  # the writers did share shards out
+    check_counters(pg)
+    pg.close()
+
+
+def _open(dsn: str, out: Any) -> None:
+    store = _pg(dsn)
+    store.close()
+    out.put(True)
+
+
+def test_an_old_database_is_backfilled_exactly_even_by_two_processes_at_once(pg_dsn: str, tmp_path: Path) -> None:
+    pair = Pair(pg_dsn, tmp_path)
+    ids = pair.remember_many(_texts(2600, 4))  # more than two backfill batches
+    for store, mid in pair.both(ids[10]):
+        store.forget(mid)
+    pair.pg._run(lambda cur: pg_downgrade(cur, 2), write=True)  # the database as schema 2 left it
+    pair.pg.close()
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_open, args=(pg_dsn, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    assert [out.get(timeout=300) for _ in procs] == [True, True]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    pair.pg = _pg(pg_dsn)
+    assert pair.pg.health().schema_version == PG_SCHEMA_VERSION
+    pair.check(searches=False)  # 2,600 rows: past the candidate depth (see Pair.check)
+    pair.close()
+
+
+def test_rows_an_older_package_writes_are_counted_before_a_search(pg_dsn: str, tmp_path: Path) -> None:
+    pair = Pair(pg_dsn, tmp_path)
+    ids = pair.remember_many(_texts(30, 5))
+
+    edited = "billing invoice outage"
+    vec = np.asarray(HashingEmbedder().embed_batch([edited])[0], dtype=np.float32)
+
+    def old_writer(cur: Any) -> None:  # what schema-2 code does: no doc_len, no terms
+        cur.execute(
+            "INSERT INTO memories (id, content, agent_id, user_id, org_id, workspace_id, created_at, updated_at,"
+            " content_hash, embedder, embedding, search_text) SELECT id || '-old', content, agent_id, user_id, org_id,"
+            " workspace_id, created_at, updated_at, content_hash, embedder, embedding, search_text FROM memories WHERE id = %s",
+            [ids[0]],
+        )
+        cur.execute("UPDATE memories SET content = %s, search_text = %s, embedding = %s WHERE id = %s",
+                    [edited, edited, vec, ids[1]])  # fmt: skip
+
+    pair.pg._run(old_writer, write=True)
+    assert len(pair.pg._read("SELECT 1 FROM memories WHERE doc_len IS NULL")) == 2
+    pair.to_lite[ids[0] + "-old"] = pair.lite.remember(pair.pg.get(ids[0]).content, None, SCOPE)
+    pair.lite.edit(pair.to_lite[ids[1]], content=edited)
+    pair.pg.search("billing", SCOPE)  # counts them first
+    pair.check()
+    pair.close()
