@@ -18,7 +18,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore
+from atomic_agents.memory import (
+    HashingEmbedder,
+    InMemoryMemoryStore,
+    Scope,
+    SQLiteMemoryStore,
+)
 from atomic_agents.memory._base import memory_from_row
 from atomic_agents.memory._postgres_schema import PG_SCHEMA_VERSION
 from atomic_agents.memory._postgres_sql import _COLS
@@ -74,21 +79,29 @@ def _lite_signals(lite: SQLiteMemoryStore, query: str) -> tuple[dict[str, float]
 
 
 class Pair:
-    """The same writes on SQLite and PostgreSQL; ids mapped PostgreSQL -> SQLite."""
+    """The same writes on SQLite and PostgreSQL (and the fake, if asked); ids mapped to SQLite's."""
 
-    def __init__(self, dsn: str, tmp: Path) -> None:
+    def __init__(self, dsn: str, tmp: Path, *, fake: bool = False) -> None:
         self.pg = _pg(dsn)
         self.lite = SQLiteMemoryStore(tmp / "m.db", embedder=HashingEmbedder())
-        self.to_lite: dict[str, str] = {}
+        self.fake = InMemoryMemoryStore(embedder=HashingEmbedder()) if fake else None
+        self.to_lite: dict[str, str] = {}  # PostgreSQL's (and the fake's) id -> SQLite's
+        self.from_lite: dict[int, dict[str, str]] = {}  # per store: SQLite's id -> its own
+
+    @property
+    def stores(self) -> list[Any]:
+        return [self.pg, self.lite] + ([self.fake] if self.fake is not None else [])
 
     def remember_many(self, texts: list[str], scope: Scope = SCOPE, **kw: Any) -> list[str]:
-        a = self.pg.remember_many([(t, None) for t in texts], scope, **kw)
-        b = self.lite.remember_many([(t, None) for t in texts], scope, **kw)
-        self.to_lite.update(zip(a, b, strict=True))
-        return a
+        got = [s.remember_many([(t, None) for t in texts], scope, **kw) for s in self.stores]
+        for s, ids in zip(self.stores, got, strict=True):
+            self.to_lite.update(zip(ids, got[1], strict=True))
+            self.from_lite.setdefault(id(s), {}).update(zip(got[1], ids, strict=True))
+        return got[0]
 
     def both(self, pg_id: str) -> list[tuple[Any, str]]:
-        return [(self.pg, pg_id), (self.lite, self.to_lite[pg_id])]
+        lid = self.to_lite[pg_id]
+        return [(s, self.from_lite[id(s)][lid]) for s in self.stores]
 
     def check(self, *, searches: bool = True) -> None:
         """Counters equal a recount and FTS5's; every signal and score of every query equals SQLite's.
@@ -104,10 +117,14 @@ class Pair:
             (pe, pc), (le, lc) = _pg_signals(self.pg, q), _lite_signals(self.lite, q)
             assert {self.to_lite[k]: v for k, v in pe.items()} == pytest.approx(le, rel=1e-9, abs=1e-12), q
             assert {self.to_lite[k]: v for k, v in pc.items()} == pytest.approx(lc, rel=1e-9, abs=1e-12), q
-            for sc in (SCOPE, OTHER) if searches else ():
-                a, b = self.pg.search(q, sc, 10), self.lite.search(q, sc, 10)
+            if self.fake is not None:  # the fake's plain-Python BM25 is FTS5's too
+                fe, fc = self.fake._keyword_signals(q, list(self.fake._mems.values()))
+                assert {self.to_lite[k]: v for k, v in fe.items()} == pytest.approx(le, rel=1e-9, abs=1e-12), q
+                assert {self.to_lite[k]: v for k, v in fc.items()} == pytest.approx(lc, rel=1e-9, abs=1e-12), q
+            for sc, other in ((sc, o) for sc in ((SCOPE, OTHER) if searches else ()) for o in self.stores if o is not self.lite):
+                a, b = other.search(q, sc, 10), self.lite.search(q, sc, 10)
                 assert [(self.to_lite[h.memory.id], h.score) for h in a] == [(h.memory.id, pytest.approx(h.score, abs=1e-9)) for h in b], q
-                a, b = self.pg.search_hybrid(q, sc, limit=10), self.lite.search_hybrid(q, sc, limit=10)
+                a, b = other.search_hybrid(q, sc, limit=10), self.lite.search_hybrid(q, sc, limit=10)
                 # cosines come from pgvector on one side, numpy on the other (float32 sums: ~1e-7 apart),
                 # so hits whose scores tie to 1e-6 may swap places; every other hit is in the same place
                 assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-6), q
@@ -118,8 +135,8 @@ class Pair:
                         assert abs(at.get(self.to_lite[x.memory.id], b[-1].score) - x.score) < 1e-6, q
 
     def close(self) -> None:
-        self.pg.close()
-        self.lite.close()
+        for s in self.stores:
+            s.close()
 
 
 def _recount(pg: Any) -> tuple[int, int, dict[str, int]]:
@@ -158,7 +175,7 @@ def check_counters(pg: Any, lite: SQLiteMemoryStore | None = None) -> None:
 
 
 def test_keyword_signals_and_scores_equal_sqlite_through_every_kind_of_write(pg_dsn: str, tmp_path: Path) -> None:
-    pair = Pair(pg_dsn, tmp_path)
+    pair = Pair(pg_dsn, tmp_path, fake=True)
     ids = pair.remember_many(_texts(150, 1))
     pair.remember_many(_texts(40, 2), OTHER)
     pair.check()
@@ -177,10 +194,10 @@ def test_keyword_signals_and_scores_equal_sqlite_through_every_kind_of_write(pg_
     short = pair.remember_many(["an alert that expires soon", "a queue token that expires"], ttl_ms=1)
     time.sleep(0.05)
     pair.check()  # expired rows are in FTS5 until erased
-    for store in (pair.pg, pair.lite):
+    for store in pair.stores:
         assert store.forget_expired(SCOPE.as_filter()) == len(short)
     pair.check()
-    for store in (pair.pg, pair.lite):  # erased rows leave every counter
+    for store in pair.stores:  # erased rows leave every counter
         assert store.prune(keywords="item40 item41 item42", dry_run=False, hard=True).removed == 3
         assert store.prune(OTHER.as_filter(), dry_run=False, hard=True).removed == 40
         store.prune(keywords="invoices", dry_run=False)  # soft: still indexed

@@ -14,7 +14,6 @@ True
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import Counter
@@ -53,6 +52,7 @@ from ._scoring import (
     keyword_evidence,
     keyword_score,
     keyword_terms,
+    query_stems,
     semantic_query,
     semantic_score,
     stems,
@@ -64,7 +64,6 @@ from ._store import UNSET, Progress
 
 __all__ = ["InMemoryMemoryStore"]
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 
@@ -188,14 +187,14 @@ class InMemoryMemoryStore:
     ) -> PruneReport:
         sf = check_prune_target(scope, keywords, expired_only)
         now = time.time()
-        terms = set(keyword_terms(keywords)) if keywords else None
+        terms = set(stems(keyword_terms(keywords)).values()) if keywords else None  # FTS5's match: stems
         hits = [
             m
             for m in self._mems.values()
             if sf.matches(m.scope_key())
             and (hard or m.deleted_at is None)
             and (not expired_only or (m.expires_at is not None and m.expires_at <= now))
-            and (terms is None or terms & {w.lower() for w in _WORD.findall(m.content)})
+            and (terms is None or not terms.isdisjoint(self._counts(m.content)))
         ]
         sample = tuple(m.id for m in hits[:10])
         if dry_run or not hits:
@@ -244,25 +243,35 @@ class InMemoryMemoryStore:
 
         Row counts span every stored memory (all scopes, forgotten ones too), as SQLite's FTS index does.
         """
-        wanted = set(stems(keyword_terms(query)).values())
-        if not wanted or not pool:
-            return {}, {}
+        scores, matched, mass = self._bm25(query, pool)
+        return (
+            {k: keyword_evidence(b, mass) for k, b in scores.items()},
+            {k: keyword_coverage(v, mass) for k, v in matched.items()},
+        )
+
+    def _bm25(self, query: str, pool: list[Memory]) -> tuple[dict[str, float], dict[str, float], float]:
+        """``(bm25, matched IDF, IDF mass)`` of each memory in ``pool`` holding a query stem (FTS5's bm25:
+        a sum over the query's words, so a stem two words share counts twice)."""
+        words = Counter(query_stems(query))
+        if not words or not pool:
+            return {}, {}, 0.0
         every = [self._counts(m.content) for m in self._mems.values()]
         avg = sum(sum(c.values()) for c in every) / max(len(every), 1)
-        idfs = {t: idf(len(every), sum(1 for c in every if c[t])) for t in wanted}
-        mass = sum(idfs.values())
-        ev, cov = {}, {}
+        idfs = {t: idf(len(every), sum(1 for c in every if c[t])) for t in words}
+        per_word = {t: w * words[t] for t, w in idfs.items()}
+        scores, matched = {}, {}
         for m in pool:
             c = self._counts(m.content)
-            if any(c[t] for t in wanted):
-                ev[m.id] = keyword_evidence(bm25(c, sum(c.values()), avg, idfs), mass)
-                cov[m.id] = keyword_coverage(sum(w for t, w in idfs.items() if c[t]), mass)
-        return ev, cov
+            if any(c[t] for t in words):
+                scores[m.id] = bm25(c, sum(c.values()), avg, per_word)
+                matched[m.id] = sum(w for t, w in idfs.items() if c[t])
+        return scores, matched, sum(idfs.values())
 
     def _keyword(self, query: str, pool: list[Memory], limit: int) -> list[tuple[Memory, float]]:
-        ev = self._evidence(query, pool)
-        ranked = sorted((m for m in pool if m.id in ev), key=lambda m: -ev[m.id])  # stable: older first on ties
-        return [(m, ev[m.id]) for m in ranked[:limit]]
+        scores, _, mass = self._bm25(query, pool)
+        # FTS5's order: uncapped bm25, older first on ties (a stable sort)
+        ranked = sorted((m for m in pool if m.id in scores), key=lambda m: -scores[m.id])
+        return [(m, keyword_evidence(scores[m.id], mass)) for m in ranked[:limit]]
 
     def search(
         self, query: str, scope: Scope, limit: int = 10, filters: Mapping[str, Any] | None = None

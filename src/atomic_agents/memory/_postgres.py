@@ -76,9 +76,9 @@ from ._scoring import (
     keyword_evidence,
     keyword_score,
     keyword_terms,
+    query_stems,
     semantic_query,
     semantic_score,
-    stems,
     tokens,
 )
 from ._base import check_no_secrets  # the scanner loads with the first write
@@ -447,17 +447,12 @@ class PostgresMemoryStore(PostgresLeases):
             stats = self._run(lambda cur: read_stats(cur, keys), write=False)
         return stats
 
-    def _query_stems(self, query: str) -> list[str]:
-        """The stem of each query word that has one, in word order, repeats kept (as SQLite reads the query)."""
-        by_word = stems(keyword_terms(query))
-        return [by_word[w] for w in keyword_terms(query) if w in by_word]
-
     def _idf(self, query: str) -> dict[str, float]:
         """``stem -> idf`` for the query's content words: N and each stem's rows from the kept counters."""
         return self._idf_and_avg(query)[0]
 
     def _idf_and_avg(self, query: str) -> tuple[dict[str, float], float]:
-        distinct = list(dict.fromkeys(self._query_stems(query)))
+        distinct = list(dict.fromkeys(query_stems(query)))
         if not distinct:
             return {}, 0.0
         st = self._stats([stem_key(t) for t in distinct])
@@ -484,7 +479,7 @@ class PostgresMemoryStore(PostgresLeases):
         idfs, avg = self._idf_and_avg(query)
         if not idfs:
             return {}, {}, 0.0
-        weights = Counter(self._query_stems(query))
+        weights = Counter(query_stems(query))
         per_word = {t: w * weights[t] for t, w in idfs.items()}
         keys = list(mems)
         counts = [Counter(t) for t in tokens([mems[k].content for k in keys])]

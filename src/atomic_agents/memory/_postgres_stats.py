@@ -54,7 +54,7 @@ def row_stats(contents: Sequence[str]) -> list[Stats]:
 class KeywordStats:
     """One snapshot's ``N``, total tokens and ``n_t`` of the asked stems (keys)."""
 
-    __slots__ = ("rows", "total", "hits", "pending")
+    __slots__ = ("hits", "pending", "rows", "total")
 
     def __init__(self, rows: int, total: int, hits: dict[str, int], pending: bool) -> None:
         self.rows, self.total, self.hits, self.pending = rows, total, hits, pending

@@ -83,6 +83,7 @@ __all__ = [
     "keyword_evidence",
     "keyword_score",
     "keyword_terms",
+    "query_stems",
     "semantic_query",
     "semantic_score",
     "stems",
@@ -212,6 +213,17 @@ def semantic_query(query: str, idfs: Mapping[str, float], n_rows: int) -> str:
         return query
     drop = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(common, key=len, reverse=True)) + r")(?:['\u2019]s)?\b", re.IGNORECASE)
     return " ".join(drop.sub("", query).split()).replace(" ?", "?").replace(" ,", ",").replace(" .", ".")
+
+
+def query_stems(query: str) -> list[str]:
+    """The stem of each query word that has one, in word order, repeats kept.
+
+    FTS5's bm25 of the query's ``OR`` sums over its words, so two words with one stem
+    (``run running``) count it twice; weigh a stem by how often it occurs here.
+    """
+    terms = keyword_terms(query)
+    by_word = stems(terms)
+    return [by_word[w] for w in terms if w in by_word]
 
 
 # -- BM25 on an absolute scale ---------------------------------------------------------------
