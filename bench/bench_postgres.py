@@ -14,6 +14,15 @@ model) and keyword ``search`` p50/p95. Vectors come from the real MiniLM model
 through bench_memory's ``ReusingEmbedder`` (texts sharing verb/thing/outcome
 share one vector), so 100k rows are stored in minutes, not an hour of embedding.
 
+Part 3 (``--stats``; skips parts 1-2 unless they are asked for too): the BM25 corpus
+statistics of schema 3 (``memory/_postgres_stats.py``) against the code they replaced,
+measured in the same run on the same ``--stats-size`` rows (fake embedder: store cost
+only): keyword ``search`` and ``search_hybrid`` p50 with the kept counters against the
+previous per-query scan (``count(*) FILTER`` per word over every matching row, average
+length over the candidates), interleaved query by query; then ``remember`` (one row per
+call) with the statistics against the schema-2 write path (row counter only, no
+tokenizing), interleaved call by call on two same-size tables.
+
 Part 2: ``--procs`` client processes for ``--load-seconds`` mixing remember (50%),
 recall (30%) and ATP record writes (20%, a goal record via the ledger) against
 one PostgreSQL store; reports ops/s, p95 per kind and errors, then re-reads
@@ -39,6 +48,7 @@ from bench_memory import ReusingEmbedder, make_texts, pct, queries  # noqa: E402
 
 from atomic_agents.memory import HashingEmbedder, Scope, ScopeFilter, SQLiteMemoryStore, embedder_from_name  # noqa: E402
 from atomic_agents.memory._postgres import PostgresMemoryStore  # noqa: E402
+from atomic_agents.memory._postgres_schema import TS_CONFIG, _MIGRATIONS  # noqa: E402
 
 SCOPE = Scope("builder", "alice", org_id="acme", workspace_id="acme/web")
 
@@ -105,6 +115,153 @@ def scale(size: int, dsn: str, workdir: Path, reps: int) -> list[tuple[str, ...]
         print(f"  {name}: done", flush=True)
         store.close()
     return rows
+
+
+class ScanStatsStore(PostgresMemoryStore):
+    """Baseline: keyword statistics as before schema 3 (verbatim): each query counts, per word,
+    the rows whose tsvector matches (a scan of every matching row), and the average length is
+    taken over the candidate pool."""
+
+    def _idf_and_avg(self, query: str) -> Any:  # the new path's reader, unused here
+        raise AssertionError("baseline reads its statistics by scanning")
+
+    def _scan_idf(self, query: str) -> dict[str, float]:
+        from atomic_agents.memory._postgres_sql import _fold
+        from atomic_agents.memory._scoring import idf, keyword_terms, stems
+
+        words = keyword_terms(_fold(query))
+        by_stem = stems(words)
+        if not by_stem:
+            return {}
+        firsts = {st: w for w, st in reversed(list(by_stem.items()))}
+        counts = ", ".join(f"count(*) FILTER (WHERE tsv @@ to_tsquery('{TS_CONFIG}', %s))" for _ in firsts)
+        quoted = [f"'{w}'" for w in firsts.values()]
+        row = self._read(
+            f"SELECT (SELECT coalesce(sum(n), 0) FROM memory_rows), {counts} FROM memories"
+            f" WHERE tsv @@ to_tsquery('{TS_CONFIG}', %s)",
+            [*quoted, " | ".join(quoted)],
+        )[0]
+        return {st: idf(int(row[0]), int(n)) for st, n in zip(firsts, row[1:], strict=True)}
+
+    def _bm25(self, query: str, mems: Any) -> Any:
+        from collections import Counter
+
+        from atomic_agents.memory._scoring import bm25, tokens
+
+        idfs = self._scan_idf(query)
+        if not idfs or not mems:
+            return {}, {}, 0.0
+        keys = list(mems)
+        counts = [Counter(t) for t in tokens([mems[k].content for k in keys])]
+        avg = sum(sum(c.values()) for c in counts) / len(counts)
+        scores, matched = {}, {}
+        for k, c in zip(keys, counts, strict=True):
+            if any(c[t] for t in idfs):
+                scores[k] = bm25(c, sum(c.values()), avg, idfs)
+                matched[k] = sum(w for t, w in idfs.items() if c[t])
+        return scores, matched, sum(idfs.values())
+
+
+class Schema2WriteStore(PostgresMemoryStore):
+    """Baseline: the schema-2 write path (one INSERT per row, the row-counter trigger, no tokenizing),
+    on a table whose keyword-statistics triggers were put back to migration 2's."""
+
+    def _count_uncounted(self) -> None:
+        pass
+
+    def _remember_many(self, items: Any, scope: Any, ttl_ms: Any, progress: Any, memory_id: Any, fence: Any) -> list[str]:
+        from atomic_agents.memory._base import prepare_new
+
+        now = time.time()
+        mems = [prepare_new(c, m, scope, ttl_ms, now=now, memory_id=memory_id) for c, m in items]
+        vectors = self._vectors_for([m.content for m in mems])
+        rows = [self._row(mem, h, vec, (0, ""))[:-2] for mem, (h, vec) in zip(mems, vectors, strict=True)]
+        sql = (
+            "INSERT INTO memories (id, content, metadata, meta, agent_id, user_id, org_id, workspace_id, created_at,"
+            " updated_at, expires_at, deleted_at, content_hash, embedder, embedding, search_text)"
+            " VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        )
+        self._run(lambda cur: cur.executemany(sql, rows), write=True)
+        return [m.id for m in mems]
+
+
+def _to_schema2_writes(dsn: str) -> None:
+    """The statistics triggers of a fresh schema-3 table replaced by migration 2's row counter."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        for trig in ("memory_stats_ins", "memory_stats_del", "memory_stats_upd", "memory_stats_stale"):
+            conn.execute(f"DROP TRIGGER {trig} ON memories")
+        conn.execute("ALTER TABLE memories DROP COLUMN doc_len, DROP COLUMN terms")
+        for stmt in _MIGRATIONS[2][1:4]:
+            conn.execute(stmt)
+
+
+def stats(size: int, dsn: str, reps: int, writes: int) -> None:
+    emb = HashingEmbedder()
+    texts = make_texts(size)
+    qs = queries(reps, seed=5)
+    new_dsn, old_dsn = fresh_schema(dsn, "bench_stats"), fresh_schema(dsn, "bench_nostats")
+    new = PostgresMemoryStore(new_dsn, embedder=emb)
+    t0 = time.perf_counter()
+    for start in range(0, size, 1000):
+        new.remember_many(texts[start : start + 1000], SCOPE)
+    ingest_new = size / (time.perf_counter() - t0)
+    PostgresMemoryStore(old_dsn, embedder=emb).close()  # schema 3, then its triggers put back to schema 2's
+    _to_schema2_writes(old_dsn)
+    old_w = Schema2WriteStore(old_dsn, embedder=emb)
+    t0 = time.perf_counter()
+    for start in range(0, size, 1000):
+        old_w.remember_many(texts[start : start + 1000], SCOPE)
+    ingest_old = size / (time.perf_counter() - t0)
+    new.vacuum()
+    old_w.vacuum()
+    scan = ScanStatsStore(new_dsn, embedder=emb)  # the same table, the previous reads
+    print(f"  {size:,} rows each; ingest {ingest_new:,.0f}/s with statistics, {ingest_old:,.0f}/s schema-2 path", flush=True)
+    load0 = open("/proc/loadavg").read().split()[:3]
+    lat: dict[str, list[float]] = {k: [] for k in ("search new", "search old", "hybrid new", "hybrid old")}
+    same = 0
+    for i, q in enumerate(qs):  # interleaved, the order alternating
+        pairs = [("new", new), ("old", scan)] if i % 2 == 0 else [("old", scan), ("new", new)]
+        got = {}
+        for name, store in pairs:
+            t0 = time.perf_counter()
+            got[name] = store.search(q, SCOPE, 10)
+            lat[f"search {name}"].append((time.perf_counter() - t0) * 1000)
+        for name, store in pairs:
+            t0 = time.perf_counter()
+            store.search_hybrid(q, SCOPE, limit=10)
+            lat[f"hybrid {name}"].append((time.perf_counter() - t0) * 1000)
+        same += [h.memory.id for h in got["new"]] == [h.memory.id for h in got["old"]]
+    wlat: dict[str, list[float]] = {"new": [], "old": []}
+    extra = make_texts(writes, seed=99)
+    for i, (text, meta) in enumerate(extra):
+        pairs = [("new", new), ("old", old_w)] if i % 2 == 0 else [("old", old_w), ("new", new)]
+        for name, store in pairs:
+            t0 = time.perf_counter()
+            store.remember(f"{text} (write {i})", meta, SCOPE)
+            wlat[name].append((time.perf_counter() - t0) * 1000)
+    load1 = open("/proc/loadavg").read().split()[:3]
+    terms = new._read("SELECT count(*), pg_total_relation_size('memory_terms') FROM memory_terms")[0]
+    print(f"\n## keyword statistics: {size:,} memories, {reps} queries, {writes} writes each (ms; load {' '.join(load0)} -> {' '.join(load1)})\n")
+    print("| row | schema 3: kept counters | baseline: per-query scan / schema-2 writes | ratio |")
+    print("|---|---:|---:|---:|")
+    for label, a, b in (
+        ("keyword `search` p50", lat["search new"], lat["search old"]),
+        ("keyword `search` p95", lat["search new"], lat["search old"]),
+        ("`search_hybrid` p50", lat["hybrid new"], lat["hybrid old"]),
+        ("`search_hybrid` p95", lat["hybrid new"], lat["hybrid old"]),
+        ("`remember` p50 (one row)", wlat["new"], wlat["old"]),
+        ("`remember` p95 (one row)", wlat["new"], wlat["old"]),
+    ):
+        q_ = 95 if "p95" in label else 50
+        x, y = pct(a, q_), pct(b, q_)
+        print(f"| {label} | {x:.2f} | {y:.2f} | {x / y:.2f}x |")
+    print(f"| ingest (`remember_many`, 1,000 a batch) | {ingest_new:,.0f}/s | {ingest_old:,.0f}/s | {ingest_new / ingest_old:.2f}x |")
+    print(f"\nsame top-10 ids (kept vs scanned statistics): {same}/{len(qs)} queries;"
+          f" memory_terms: {int(terms[0]):,} rows, {int(terms[1]) / 1e6:.1f} MB")
+    for s_ in (new, scan, old_w):
+        s_.close()
 
 
 def _client(dsn: str, n: int, seconds: float, embedder: str, out: Any) -> None:
@@ -186,7 +343,14 @@ def main() -> None:
     ap.add_argument("--load-embedder", default="minilm", help="minilm (real model) or hashing (store cost only)")
     ap.add_argument("--skip-scale", action="store_true")
     ap.add_argument("--skip-load", action="store_true")
+    ap.add_argument("--stats", action="store_true", help="part 3 (alone unless --scale/--load are given)")
+    ap.add_argument("--scale", action="store_true")
+    ap.add_argument("--load", action="store_true")
+    ap.add_argument("--stats-size", type=int, default=100_000)
+    ap.add_argument("--stats-writes", type=int, default=300)
     args = ap.parse_args()
+    if args.stats:
+        args.skip_scale, args.skip_load = not args.scale, not args.load
     dsn, server = start_server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -201,6 +365,8 @@ def main() -> None:
                 print(f"\nrecall p95 PostgreSQL / SQLite = {ratio:.2f}x (target <= 2x)")
             if not args.skip_load:
                 load(dsn, args.procs, args.load_seconds, args.load_embedder)
+            if args.stats:
+                stats(args.stats_size, dsn, args.reps, args.stats_writes)
     finally:
         if server is not None:
             server.cleanup()

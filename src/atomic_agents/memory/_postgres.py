@@ -139,12 +139,16 @@ class PostgresMemoryStore(PostgresLeases):
         except Exception as exc:  # PoolTimeout: the server went away between the two connects
             self._pool.close()
             raise StoreError(f"cannot open a connection pool to {self.path}: {exc}") from None
-        try:  # rows from before schema 3 (or from an older package) get their keyword statistics
-            if self._read("SELECT EXISTS (SELECT 1 FROM memories WHERE doc_len IS NULL)")[0][0]:
-                backfill(self._run)
+        try:
+            self._count_uncounted()
         except BaseException:
             self._pool.close()
             raise
+
+    def _count_uncounted(self) -> None:
+        """Rows from before schema 3 (or from an older package) get their keyword statistics."""
+        if self._read("SELECT EXISTS (SELECT 1 FROM memories WHERE doc_len IS NULL)")[0][0]:
+            backfill(self._run)
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -229,6 +233,15 @@ class PostgresMemoryStore(PostgresLeases):
         One statement, so the keyword-statistics trigger runs once per write with every
         row's stems (one upsert per counter, in stem order) rather than once per row.
         """
+        head = (
+            "INSERT INTO memories (id, content, metadata, meta, agent_id, user_id, org_id, workspace_id, created_at,"
+            " updated_at, expires_at, deleted_at, content_hash, embedder, embedding, search_text, doc_len, terms)"
+        )
+        tail = " ON CONFLICT (id) DO NOTHING" if skip_existing else ""
+        if len(rows) == 1:  # one row (``remember``): plain VALUES plan in less time than the unnest
+            marks = ", ".join("%s::jsonb" if i == 3 else "string_to_array(%s, ' ')" if i == 17 else "%s" for i in range(18))
+            cur.execute(f"{head} VALUES ({marks}){tail}", list(rows[0]))
+            return int(cur.rowcount)
         cols: list[list[Any]] = [list(c) for c in zip(*rows, strict=True)]
         for i, t in enumerate(self._ROW_TYPES):  # one array holds one type: 0 and 1.5 are both float8
             if t == "float8":
@@ -236,11 +249,8 @@ class PostgresMemoryStore(PostgresLeases):
         arrays = ", ".join(f"%s::{t}[]" for t in self._ROW_TYPES)
         names = ", ".join(f"c{i}" for i in range(len(self._ROW_TYPES)))
         cur.execute(
-            "INSERT INTO memories (id, content, metadata, meta, agent_id, user_id, org_id, workspace_id, created_at,"
-            " updated_at, expires_at, deleted_at, content_hash, embedder, embedding, search_text, doc_len, terms)"
-            " SELECT c0, c1, c2, c3::jsonb, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16,"
-            f" string_to_array(c17, ' ') FROM unnest({arrays}) WITH ORDINALITY AS u({names}, ord) ORDER BY ord"
-            + (" ON CONFLICT (id) DO NOTHING" if skip_existing else ""),
+            f"{head} SELECT c0, c1, c2, c3::jsonb, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16,"
+            f" string_to_array(c17, ' ') FROM unnest({arrays}) WITH ORDINALITY AS u({names}, ord) ORDER BY ord{tail}",
             cols,
         )
         return int(cur.rowcount)
