@@ -292,6 +292,15 @@ def test_an_old_database_is_backfilled_exactly_even_by_two_processes_at_once(pg_
     pair.pg = _pg(pg_dsn)
     assert pair.pg.health().schema_version == PG_SCHEMA_VERSION
     pair.check(searches=False)  # 2,600 rows: past the candidate depth (see Pair.check)
+    # planner statistics taken mid-backfill (autovacuum may: "doc_len is NULL everywhere") must not
+    # leave a search's "any row uncounted?" check a table scan once every row is counted
+    pair.pg._run(lambda cur: cur.execute("UPDATE memories SET doc_len = NULL, terms = NULL"), write=True)
+    pair.pg._run(lambda cur: cur.execute("ANALYZE memories"), write=True)
+    pair.pg.close()
+    pair.pg = _pg(pg_dsn)
+    plan = pair.pg._read("EXPLAIN SELECT EXISTS (SELECT 1 FROM memories WHERE doc_len IS NULL)")
+    assert "ix_memories_uncounted" in "\n".join(r[0] for r in plan)
+    pair.check(searches=False)
     pair.close()
 
 

@@ -105,6 +105,8 @@ def backfill(run: Callable[..., Any]) -> int:
     for skip_locked in (True, False):  # share the work, then wait for batches other processes hold
         while n := run(lambda cur, s=skip_locked: _count_batch(cur, s), write=True):
             done += n
+    if done:  # the planner's statistics still say "every doc_len is NULL": a search's pending
+        run(lambda cur: cur.execute("ANALYZE memories"), write=True)  # check would scan the table
     return done
 
 
