@@ -58,6 +58,18 @@ def test_keyword_search_matches_any_word_and_ranks_more_matches_first(store: Mem
     assert full[0].id == a and full[0].score >= RELEVANCE_FLOOR
 
 
+def test_a_memory_keyword_score_does_not_depend_on_the_other_candidates(store: MemoryStore, scope: Scope) -> None:
+    """BM25 over the whole index (N, row counts, average length), as FTS5 computes it, not over the result pool."""
+    long = store.remember("billing " + "unrelated filler words here " * 6, {"k": "long"}, scope)
+    store.remember_many([("deploy billing", {"k": "short"}), ("deploy the cache", {"k": "short"})], scope)
+    query = "deploy billing"
+    alone = store.search(query, scope, 10, filters={"k": "long"})
+    among = {h.id: h.score for h in store.search(query, scope, 10)}
+    assert [h.id for h in alone] == [long] and 0.0 < alone[0].score < RELEVANCE_FLOOR  # one word, diluted
+    assert alone[0].score == pytest.approx(among[long], rel=1e-12)
+    assert store.search(query, scope, 1, filters={"k": "long"})[0].score == alone[0].score
+
+
 def test_keyword_search_treats_operators_as_words(store: MemoryStore, scope: Scope) -> None:
     mid = store.remember("NEAR the AND gate", None, scope)
     assert [h.id for h in store.search('"NEAR" AND -gate*', scope)] == [mid]
