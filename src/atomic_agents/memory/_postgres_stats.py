@@ -27,7 +27,7 @@ from typing import Any
 
 from ._scoring import tokens
 
-__all__ = ["KeywordStats", "backfill", "read_stats", "row_stats", "stem_key"]
+__all__ = ["KeywordStats", "backfill", "compact", "read_stats", "row_stats", "stem_key"]
 
 #: Stems longer than this (in UTF-8 bytes) are keyed by their hash: a btree key must fit a
 #: page, FTS5 tokens may be 32 KiB. ``#`` never occurs in a token (``unicode61`` splits on it).
