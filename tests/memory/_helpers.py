@@ -27,20 +27,18 @@ def pg_downgrade(cur: object, to: int) -> None:
     The reverse of migrations ``to + 1`` .. 3 (``memory/_postgres_schema.py``), for the tests
     that an old database is migrated (and backfilled) on open.
     """
-    from atomic_agents.memory._postgres_schema import _MIGRATIONS
-
     run = cur.execute  # type: ignore[attr-defined]
-    for trig in ("memory_stats_ins", "memory_stats_del", "memory_stats_upd", "memory_stats_stale"):
-        run(f"DROP TRIGGER {trig} ON memories")
+    run("DROP TRIGGER memory_stats_del ON memories")
+    run("DROP TRIGGER memory_stats_stale ON memories")
+    run("DROP TABLE memory_docs")  # its triggers with it
     run("DROP FUNCTION atomic_agents_keyword_stats()")
-    run("DROP FUNCTION atomic_agents_stale_terms()")
+    run("DROP FUNCTION atomic_agents_erase_docs()")
+    run("DROP FUNCTION atomic_agents_stale_docs()")
     run("DROP TABLE memory_terms")
-    run("DROP INDEX ix_memories_uncounted")
-    run("ALTER TABLE memories DROP COLUMN doc_len, DROP COLUMN terms")
-    run("ALTER TABLE memory_rows DROP COLUMN tokens")
-    if to == 2:
-        for stmt in _MIGRATIONS[2][1:4]:  # the row counter's function and triggers, as migration 2 made them
-            run(stmt)
-    else:
+    run("ALTER TABLE memory_rows DROP COLUMN tokens, DROP COLUMN docs")
+    if to == 1:
+        run("DROP TRIGGER memory_rows_ins ON memories")
+        run("DROP TRIGGER memory_rows_del ON memories")
+        run("DROP FUNCTION atomic_agents_count_rows()")
         run("DROP TABLE memory_rows")
     run("UPDATE store_meta SET value = %s WHERE key = 'schema_version'", [str(to)])

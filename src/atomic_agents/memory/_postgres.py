@@ -63,7 +63,7 @@ from ._postgres_sql import (
 from ._base import memory_from_row as _memory
 from ._postgres_leases import PostgresLeases, _lease, _server_now
 from ._postgres_schema import PG_SCHEMA_VERSION, TS_CONFIG, ensure_schema, ensure_vector_index, vector_index_name
-from ._postgres_stats import KeywordStats, backfill, compact, read_stats, row_stats, stem_key
+from ._postgres_stats import KeywordStats, backfill, compact, insert_docs, pending, read_stats, row_stats, stem_key
 from collections import Counter
 
 from ._scoring import (
@@ -147,7 +147,7 @@ class PostgresMemoryStore(PostgresLeases):
 
     def _count_uncounted(self) -> None:
         """Rows from before schema 3 (or from an older package) get their keyword statistics."""
-        if self._read("SELECT EXISTS (SELECT 1 FROM memories WHERE doc_len IS NULL)")[0][0]:
+        if self._run(pending, write=False):
             backfill(self._run)
 
     # -- plumbing --------------------------------------------------------------------
@@ -224,24 +224,34 @@ class PostgresMemoryStore(PostgresLeases):
     #: the column types of one row of :meth:`_row`, in order (the arrays :meth:`_insert` unnests)
     _ROW_TYPES = (
         "text", "text", "text", "text", "text", "text", "text", "text", "float8", "float8", "float8", "float8",
-        "text", "text", "vector", "text", "int", "text",
+        "text", "text", "vector", "text",
     )  # fmt: skip
 
-    def _insert(self, cur: Any, rows: Sequence[Sequence[Any]], *, skip_existing: bool = False) -> int:
-        """Insert ``rows`` (from :meth:`_row`) in one statement; returns how many went in.
+    def _insert(
+        self, cur: Any, rows: Sequence[Sequence[Any]], stats: Sequence[tuple[int, str]], *, skip_existing: bool = False
+    ) -> int:
+        """Insert ``rows`` (from :meth:`_row`) and their keyword counts (``stats``); returns how many went in.
 
-        One statement, so the keyword-statistics trigger runs once per write with every
-        row's stems (one upsert per counter, in stem order) rather than once per row.
+        One statement per table, so each trigger runs once per write with every row
+        (one upsert per counter, in stem order) rather than once per row.
         """
         head = (
             "INSERT INTO memories (id, content, metadata, meta, agent_id, user_id, org_id, workspace_id, created_at,"
-            " updated_at, expires_at, deleted_at, content_hash, embedder, embedding, search_text, doc_len, terms)"
+            " updated_at, expires_at, deleted_at, content_hash, embedder, embedding, search_text)"
         )
-        tail = " ON CONFLICT (id) DO NOTHING" if skip_existing else ""
+        tail = (" ON CONFLICT (id) DO NOTHING" if skip_existing else "") + " RETURNING id, seq"
         if len(rows) == 1:  # one row (``remember``): plain VALUES plan in less time than the unnest
-            marks = ", ".join("%s::jsonb" if i == 3 else "string_to_array(%s, ' ')" if i == 17 else "%s" for i in range(18))
+            marks = ", ".join("%s::jsonb" if i == 3 else "%s" for i in range(len(self._ROW_TYPES)))
             cur.execute(f"{head} VALUES ({marks}){tail}", list(rows[0]))
-            return int(cur.rowcount)
+        else:
+            self._insert_many(cur, head, tail, rows)
+        seq = dict(cur.fetchall())
+        kept = [(seq[r[0]], st) for r, st in zip(rows, stats, strict=True) if r[0] in seq]
+        if kept:
+            insert_docs(cur, [k for k, _ in kept], [st for _, st in kept])
+        return len(seq)
+
+    def _insert_many(self, cur: Any, head: str, tail: str, rows: Sequence[Sequence[Any]]) -> None:
         cols: list[list[Any]] = [list(c) for c in zip(*rows, strict=True)]
         for i, t in enumerate(self._ROW_TYPES):  # one array holds one type: 0 and 1.5 are both float8
             if t == "float8":
@@ -249,19 +259,18 @@ class PostgresMemoryStore(PostgresLeases):
         arrays = ", ".join(f"%s::{t}[]" for t in self._ROW_TYPES)
         names = ", ".join(f"c{i}" for i in range(len(self._ROW_TYPES)))
         cur.execute(
-            f"{head} SELECT c0, c1, c2, c3::jsonb, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16,"
-            f" string_to_array(c17, ' ') FROM unnest({arrays}) WITH ORDINALITY AS u({names}, ord) ORDER BY ord{tail}",
+            f"{head} SELECT c0, c1, c2, c3::jsonb, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15"
+            f" FROM unnest({arrays}) WITH ORDINALITY AS u({names}, ord) ORDER BY ord{tail}",
             cols,
         )
-        return int(cur.rowcount)
 
-    def _row(self, mem: Memory, h: str, vec: np.ndarray | None, stats: tuple[int, str]) -> list[Any]:
+    def _row(self, mem: Memory, h: str, vec: np.ndarray | None) -> list[Any]:
         text, jsonb = _meta_params(mem.metadata)
         return [
             mem.id, mem.content, text, jsonb, mem.agent_id, mem.user_id, mem.org_id, mem.workspace_id,
             mem.created_at, mem.updated_at, mem.expires_at, mem.deleted_at or 0, h,
             self.embedder.model_id if vec is not None else None,
-            np.asarray(vec, dtype=np.float32) if vec is not None else None, _fold(mem.content), *stats,
+            np.asarray(vec, dtype=np.float32) if vec is not None else None, _fold(mem.content),
         ]  # fmt: skip
 
     # -- writes ------------------------------------------------------------------------
@@ -309,7 +318,7 @@ class PostgresMemoryStore(PostgresLeases):
         total = len(mems)
         vectors = self._vectors_for([m.content for m in mems], progress=(lambda n: progress(n, total)) if progress else None)
         stats = row_stats([m.content for m in mems])
-        rows = [self._row(mem, h, vec, st) for mem, (h, vec), st in zip(mems, vectors, stats, strict=True)]
+        rows = [self._row(mem, h, vec) for mem, (h, vec) in zip(mems, vectors, strict=True)]
 
         def tx(cur: Any) -> None:
             if fence is not None:
@@ -319,7 +328,7 @@ class PostgresMemoryStore(PostgresLeases):
                 if cur.fetchone():
                     raise ConflictError(f"a memory with id {mems[0].id} already exists")
             if rows:
-                self._insert(cur, rows)
+                self._insert(cur, rows, stats)
 
         self._run(tx, write=True)
         return [m.id for m in mems]
@@ -358,14 +367,12 @@ class PostgresMemoryStore(PostgresLeases):
             if changed:
                 sets += ", content = %s, search_text = %s, content_hash = %s, embedder = %s, embedding = %s"
                 params += [new.content, _fold(new.content), h, self.embedder.model_id, vec]
-                sets += ", doc_len = %s, terms = string_to_array(%s, ' ')"
-                params += list(stats)
-            cur.execute(f"UPDATE memories SET {sets} WHERE id = %s AND deleted_at = 0 RETURNING doc_len IS NULL", [*params, mid])
+            cur.execute(f"UPDATE memories SET {sets} WHERE id = %s AND deleted_at = 0 RETURNING seq", [*params, mid])
             got = cur.fetchall()
             if len(got) != 1:
                 raise NotFoundError(f"no memory {mid}", record=mid)
-            if changed and got[0][0]:  # new stats equal to the old: the stale-terms trigger cleared them
-                cur.execute("UPDATE memories SET doc_len = %s, terms = string_to_array(%s, ' ') WHERE id = %s", [*stats, mid])
+            if changed:  # a trigger dropped the old content's counts
+                insert_docs(cur, [got[0][0]], [stats])
 
         self._run(tx, write=True)
         return new
@@ -683,6 +690,7 @@ class PostgresMemoryStore(PostgresLeases):
                 with conn.transaction(), conn.cursor() as cur:
                     compact(cur)
                 conn.execute("VACUUM (ANALYZE) memories")
+                conn.execute("VACUUM (ANALYZE) memory_docs")
                 conn.execute("VACUUM (ANALYZE) memory_terms")
                 conn.execute("VACUUM (ANALYZE) leases")
         except self._psycopg.Error as exc:
@@ -785,12 +793,15 @@ class PostgresMemoryStore(PostgresLeases):
         vecs = dict(zip((m.id for m in todo), embedded, strict=True))
         vecs.update((m.id, (content_hash(m.content), given[m.id])) for m in live if m.id in given)
         rows = []
-        for m, st in zip(fresh, row_stats([m.content for m in fresh]), strict=True):
+        for m in fresh:
             h, v = vecs.get(m.id, (content_hash(m.content), None))
-            rows.append(self._row(m, h, v, st))
+            rows.append(self._row(m, h, v))
+        stats = row_stats([m.content for m in fresh])
 
         def tx(cur: Any) -> int:
-            return sum(self._insert(cur, rows[s : s + 1000], skip_existing=True) for s in range(0, len(rows), 1000))
+            return sum(
+                self._insert(cur, rows[s : s + 1000], stats[s : s + 1000], skip_existing=True) for s in range(0, len(rows), 1000)
+            )
 
         imported = self._run(tx, write=True) if rows else 0
         if progress is not None:

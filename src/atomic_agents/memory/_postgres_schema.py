@@ -106,43 +106,43 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
     # The rest of BM25's corpus statistics, kept exactly as N is (FTS5 indexes every row of
     # ``memories``, forgotten and expired ones included, so every row counts): each row's
-    # length (``doc_len``: its FTS5 token count) and distinct porter stems (``terms``), both
-    # computed by the Python write path with SQLite's own tokenizer; the counter sums
-    # ``doc_len`` into ``memory_rows.tokens`` (avgdl = tokens / N, as FTS5 divides) and each
-    # stem's rows into ``memory_terms`` (its n_t). NULL ``doc_len``: not counted yet (rows of
-    # a database from before this migration, or written by an older package); the store
-    # backfills them (``_postgres_stats.backfill``), and searches do before reading.
+    # length (FTS5's token count) and distinct porter stems, computed by the Python write
+    # path with SQLite's own tokenizer, in ``memory_docs`` beside the row (a side table: a
+    # backfill inserts there instead of rewriting every row of ``memories`` and every entry
+    # of its HNSW index); its statement triggers sum them into ``memory_rows`` (``tokens``:
+    # avgdl = tokens / N as FTS5 divides; ``docs``: rows counted, so ``docs <> n`` says some
+    # row is not yet) and per stem into ``memory_terms`` (n_t). Erasing a row erases its
+    # counts; a content change by a writer that brings no new counts (an older package, a
+    # hand-written UPDATE) drops them, leaving the row uncounted, never counted wrongly.
+    # Uncounted rows (all of them right after this migration) are counted by the store
+    # (``_postgres_stats.backfill``) on open and before a search that finds any.
     3: [
-        "ALTER TABLE memories ADD COLUMN doc_len integer, ADD COLUMN terms text[]",
-        "ALTER TABLE memory_rows ADD COLUMN tokens bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE memory_rows ADD COLUMN tokens bigint NOT NULL DEFAULT 0, ADD COLUMN docs bigint NOT NULL DEFAULT 0",
+        "CREATE TABLE memory_docs (seq bigint PRIMARY KEY, doc_len integer NOT NULL, terms text[] NOT NULL)",
         "CREATE TABLE memory_terms (stem text NOT NULL, shard int NOT NULL, n bigint NOT NULL, PRIMARY KEY (stem, shard))",
-        "CREATE INDEX ix_memories_uncounted ON memories (seq) WHERE doc_len IS NULL",
         """CREATE FUNCTION atomic_agents_keyword_stats() RETURNS trigger LANGUAGE plpgsql AS $$
         DECLARE
             shard_id int := pg_backend_pid() % 16;
-            d_rows bigint := 0;
+            d_docs bigint := 0;
             d_tokens bigint := 0;
-            touched bigint := 0;
         BEGIN
             IF TG_OP = 'INSERT' THEN
-                SELECT count(*), coalesce(sum(doc_len), 0) INTO d_rows, d_tokens FROM new_rows;
-                touched := d_rows;
+                SELECT count(*), coalesce(sum(doc_len), 0) INTO d_docs, d_tokens FROM new_rows;
             ELSIF TG_OP = 'DELETE' THEN
-                SELECT -count(*), -coalesce(sum(doc_len), 0) INTO d_rows, d_tokens FROM old_rows;
-                touched := -d_rows;
+                SELECT -count(*), -coalesce(sum(doc_len), 0) INTO d_docs, d_tokens FROM old_rows;
             ELSE
-                SELECT count(*), coalesce(sum(coalesce(n.doc_len, 0) - coalesce(o.doc_len, 0)), 0) INTO touched, d_tokens
-                FROM new_rows n JOIN old_rows o ON o.seq = n.seq
-                WHERE n.doc_len IS DISTINCT FROM o.doc_len OR n.terms IS DISTINCT FROM o.terms;
+                SELECT (SELECT coalesce(sum(doc_len), 0) FROM new_rows) - (SELECT coalesce(sum(doc_len), 0) FROM old_rows)
+                INTO d_tokens;
+                d_docs := 0;
             END IF;
-            IF touched = 0 THEN
+            IF TG_OP <> 'UPDATE' AND d_docs = 0 THEN
                 RETURN NULL;
             END IF;
-            -- this shard's counter row first, always: its row lock (held to commit) orders every
-            -- transaction writing this shard's stem rows, so two of them never wait on each other
-            -- in opposite orders (no deadlock, however many statements a transaction runs)
-            INSERT INTO memory_rows AS r (shard, n, tokens) VALUES (shard_id, d_rows, d_tokens)
-            ON CONFLICT (shard) DO UPDATE SET n = r.n + excluded.n, tokens = r.tokens + excluded.tokens;
+            -- this shard's counter row first, always (the row counter of migration 2 takes it
+            -- first too): its row lock, held to commit, orders every transaction writing this
+            -- shard's stem rows, so two never wait on each other in opposite orders (no deadlock)
+            INSERT INTO memory_rows AS r (shard, n, tokens, docs) VALUES (shard_id, 0, d_tokens, d_docs)
+            ON CONFLICT (shard) DO UPDATE SET tokens = r.tokens + excluded.tokens, docs = r.docs + excluded.docs;
             IF TG_OP = 'INSERT' THEN
                 INSERT INTO memory_terms AS t (stem, shard, n)
                 SELECT u.stem, shard_id, count(*) FROM new_rows, unnest(new_rows.terms) AS u(stem)
@@ -156,40 +156,37 @@ _MIGRATIONS: dict[int, list[str]] = {
             ELSE
                 INSERT INTO memory_terms AS t (stem, shard, n)
                 SELECT x.stem, shard_id, sum(x.d) FROM (
-                    SELECT u.stem, 1 AS d FROM new_rows n JOIN old_rows o ON o.seq = n.seq, unnest(n.terms) AS u(stem)
-                    WHERE n.terms IS DISTINCT FROM o.terms
+                    SELECT u.stem, 1 AS d FROM new_rows, unnest(new_rows.terms) AS u(stem)
                     UNION ALL
-                    SELECT u.stem, -1 FROM new_rows n JOIN old_rows o ON o.seq = n.seq, unnest(o.terms) AS u(stem)
-                    WHERE n.terms IS DISTINCT FROM o.terms
+                    SELECT u.stem, -1 FROM old_rows, unnest(old_rows.terms) AS u(stem)
                 ) x GROUP BY x.stem HAVING sum(x.d) <> 0 ORDER BY x.stem
                 ON CONFLICT (stem, shard) DO UPDATE SET n = t.n + excluded.n;
             END IF;
             RETURN NULL;
         END $$""",
-        # A writer that changes content without new stats (an older package during an
-        # upgrade, a hand-written UPDATE) leaves the row uncounted, never counted wrongly.
-        """CREATE FUNCTION atomic_agents_stale_terms() RETURNS trigger LANGUAGE plpgsql AS $$
+        """CREATE FUNCTION atomic_agents_erase_docs() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            IF NEW.content IS DISTINCT FROM OLD.content AND NEW.terms IS NOT DISTINCT FROM OLD.terms
-               AND NEW.doc_len IS NOT DISTINCT FROM OLD.doc_len THEN
-                NEW.doc_len := NULL;
-                NEW.terms := NULL;
+            DELETE FROM memory_docs d USING old_rows o WHERE d.seq = o.seq;
+            RETURN NULL;
+        END $$""",
+        """CREATE FUNCTION atomic_agents_stale_docs() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.content IS DISTINCT FROM OLD.content THEN
+                DELETE FROM memory_docs WHERE seq = OLD.seq;
             END IF;
             RETURN NEW;
         END $$""",
-        # as in migration 2: the new triggers replace the old in this transaction, which holds
-        # writers off until it commits, so no write is counted twice or missed
-        "DROP TRIGGER memory_rows_ins ON memories",
-        "DROP TRIGGER memory_rows_del ON memories",
-        "DROP FUNCTION atomic_agents_count_rows()",
-        "CREATE TRIGGER memory_stats_ins AFTER INSERT ON memories REFERENCING NEW TABLE AS new_rows"
+        "CREATE TRIGGER memory_docs_ins AFTER INSERT ON memory_docs REFERENCING NEW TABLE AS new_rows"
         " FOR EACH STATEMENT EXECUTE FUNCTION atomic_agents_keyword_stats()",
+        "CREATE TRIGGER memory_docs_del AFTER DELETE ON memory_docs REFERENCING OLD TABLE AS old_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION atomic_agents_keyword_stats()",
+        "CREATE TRIGGER memory_docs_upd AFTER UPDATE ON memory_docs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION atomic_agents_keyword_stats()",
+        # named after memory_rows_del: AFTER triggers of one event fire in name order
         "CREATE TRIGGER memory_stats_del AFTER DELETE ON memories REFERENCING OLD TABLE AS old_rows"
-        " FOR EACH STATEMENT EXECUTE FUNCTION atomic_agents_keyword_stats()",
-        "CREATE TRIGGER memory_stats_upd AFTER UPDATE ON memories REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"
-        " FOR EACH STATEMENT EXECUTE FUNCTION atomic_agents_keyword_stats()",
+        " FOR EACH STATEMENT EXECUTE FUNCTION atomic_agents_erase_docs()",
         "CREATE TRIGGER memory_stats_stale BEFORE UPDATE OF content ON memories"
-        " FOR EACH ROW EXECUTE FUNCTION atomic_agents_stale_terms()",
+        " FOR EACH ROW EXECUTE FUNCTION atomic_agents_stale_docs()",
     ],
 }
 

@@ -6,17 +6,19 @@ the same three numbers exactly, in the transaction of each write:
 
 - the write path tokenizes the content with SQLite's own tokenizer
   (:func:`~._scoring.tokens`: porter, ``unicode61``, diacritics removed) and stores the
-  row's length (``doc_len``, FTS5's token count) and its distinct stems (``terms``);
-- statement triggers add them to the sharded counters ``memory_rows`` (``n``, ``tokens``)
-  and ``memory_terms`` (``stem, shard -> n``), and subtract them on delete or change.
+  row's length (FTS5's token count) and its distinct stems in ``memory_docs``;
+- statement triggers add them to the sharded counters ``memory_rows`` (``tokens``,
+  ``docs``; ``n`` is migration 2's row count) and ``memory_terms`` (``stem, shard -> n``),
+  and subtract them when the row is erased or its content changes.
 
-A query reads its stems' counts and ``N`` and ``tokens`` in one indexed statement: no
-scan of the matching rows, and the same IDF and average length as SQLite's for the same
-rows. Rows without ``doc_len`` (a database from before the migration, rows an older
-package wrote) are counted by :func:`backfill`, run at open and before a search that
-finds any: batches of rows locked ``FOR UPDATE SKIP LOCKED`` so concurrent processes
-share the work, then a blocking pass so none returns before every row is counted; the
-``doc_len IS NULL`` re-check under the row lock means no row is counted twice.
+A query reads its stems' counts, ``N`` and ``tokens`` in one indexed statement: no scan
+of the matching rows, and the same IDF and average length as SQLite's for the same rows.
+Rows without counts (``docs < n``: a database from before the migration, rows an older
+package wrote or changed) are counted by :func:`backfill`, run at open and before a
+search that finds any. It walks the table by ``seq`` in batches; the primary key of
+``memory_docs`` means a row is never counted twice (two processes backfilling at once
+only repeat some tokenizing), and each batch inserts only rows still holding the content
+it read, locked ``FOR KEY SHARE`` so that one erased meanwhile is not counted.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from ._scoring import tokens
 
-__all__ = ["KeywordStats", "backfill", "compact", "read_stats", "row_stats", "stem_key"]
+__all__ = ["KeywordStats", "backfill", "compact", "insert_docs", "pending", "read_stats", "row_stats", "stem_key"]
 
 #: Stems longer than this (in UTF-8 bytes) are keyed by their hash: a btree key must fit a
 #: page, FTS5 tokens may be 32 KiB. ``#`` never occurs in a token (``unicode61`` splits on it).
@@ -68,48 +70,64 @@ class KeywordStats:
 def read_stats(cur: Any, keys: Sequence[str]) -> KeywordStats:
     """The counters, read in one statement (one snapshot), and whether any row is uncounted."""
     cur.execute(
-        "SELECT r.n, r.tokens, r.pending, t.stem, t.n FROM"
-        " (SELECT coalesce(sum(n), 0), coalesce(sum(tokens), 0),"
-        "   EXISTS (SELECT 1 FROM memories WHERE doc_len IS NULL) FROM memory_rows) AS r(n, tokens, pending)"
+        "SELECT r.n, r.tokens, r.docs, t.stem, t.n FROM"
+        " (SELECT coalesce(sum(n), 0), coalesce(sum(tokens), 0), coalesce(sum(docs), 0) FROM memory_rows)"
+        " AS r(n, tokens, docs)"
         " LEFT JOIN (SELECT stem, sum(n) FROM memory_terms WHERE stem = ANY(%s) GROUP BY stem) AS t(stem, n) ON true",
         [list(keys)],
     )
     rows = cur.fetchall()
     first = rows[0]
     hits = {stem: int(n) for *_, stem, n in rows if stem is not None}
-    return KeywordStats(int(first[0]), int(first[1]), hits, bool(first[2]))
+    return KeywordStats(int(first[0]), int(first[1]), hits, int(first[2]) != int(first[0]))
 
 
-def _count_batch(cur: Any, skip_locked: bool) -> int:
+def pending(cur: Any) -> bool:
+    """Whether some row of ``memories`` has no counts yet (O(1): the counters' sums)."""
+    cur.execute("SELECT coalesce(sum(n), 0) <> coalesce(sum(docs), 0) FROM memory_rows")
+    return bool(cur.fetchone()[0])
+
+
+def insert_docs(cur: Any, seqs: Sequence[int], stats: Sequence[Stats]) -> None:
+    """The counts of rows this transaction wrote (one statement: the trigger adds them at once)."""
     cur.execute(
-        "SELECT seq, content FROM memories WHERE doc_len IS NULL ORDER BY seq LIMIT %s FOR UPDATE"
-        + (" SKIP LOCKED" if skip_locked else ""),
-        [_BATCH],
+        "INSERT INTO memory_docs (seq, doc_len, terms)"
+        " SELECT seq, len, string_to_array(terms, ' ') FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS u(seq, len, terms)",
+        [list(seqs), [n for n, _ in stats], [t for _, t in stats]],
+    )
+
+
+def _count_batch(cur: Any, after: int) -> int:
+    """Count the next uncounted rows past ``seq = after``; returns the last seq looked at (0: none left)."""
+    cur.execute(
+        "SELECT m.seq, m.content, m.content_hash FROM memories m WHERE m.seq > %s"
+        " AND NOT EXISTS (SELECT 1 FROM memory_docs d WHERE d.seq = m.seq) ORDER BY m.seq LIMIT %s",
+        [after, _BATCH],
     )
     rows = cur.fetchall()
     if not rows:
         return 0
     stats = row_stats([r[1] for r in rows])
-    cur.execute(  # one statement: the trigger adds the whole batch at once
-        "UPDATE memories AS m SET doc_len = u.len, terms = string_to_array(u.terms, ' ')"
-        " FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS u(seq, len, terms)"
-        " WHERE m.seq = u.seq AND m.doc_len IS NULL",
-        [[r[0] for r in rows], [n for n, _ in stats], [t for _, t in stats]],
+    cur.execute(
+        "INSERT INTO memory_docs (seq, doc_len, terms)"
+        " SELECT u.seq, u.len, string_to_array(u.terms, ' ')"
+        " FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[]) AS u(seq, hash, len, terms)"
+        " JOIN memories m ON m.seq = u.seq AND m.content_hash = u.hash"
+        " ORDER BY u.seq FOR KEY SHARE OF m ON CONFLICT (seq) DO NOTHING",
+        [[r[0] for r in rows], [r[2] for r in rows], [n for n, _ in stats], [t for _, t in stats]],
     )
-    return len(rows)
+    return int(rows[-1][0])
 
 
 def backfill(run: Callable[..., Any]) -> int:
-    """Count every uncounted row (``run(fn, write=True)``: one transaction per batch); returns how many."""
-    done = 0
-    for skip_locked in (True, False):  # share the work, then wait for batches other processes hold
-        while n := run(lambda cur, s=skip_locked: _count_batch(cur, s), write=True):
-            done += n
-    if done:  # the planner's statistics still say "every doc_len is NULL": a search's pending
-        run(lambda cur: cur.execute("ANALYZE memories"), write=True)  # check would scan the table
-    return done
-
-
+    """Count every uncounted row (``run(fn, write=True)``: one transaction per batch); returns the walks made."""
+    walks = 0
+    while run(pending, write=False) and walks < 3:  # rows committed behind the walk: walk again
+        walks += 1
+        after = 0
+        while after := run(lambda cur, a=after: _count_batch(cur, a), write=True):
+            pass
+    return walks
 def compact(cur: Any) -> None:
     """Fold ``memory_terms`` to one row per stem and drop zeros (sums unchanged).
 
