@@ -75,7 +75,6 @@ from ._scoring import (
     keyword_coverage,
     keyword_evidence,
     keyword_score,
-    keyword_terms,
     query_stems,
     semantic_query,
     semantic_score,
@@ -476,14 +475,12 @@ class PostgresMemoryStore(PostgresLeases):
         return {t: idf(st.rows, st.hits.get(stem_key(t), 0)) for t in distinct}, st.avg_length
 
     def _semantic_text(self, query: str) -> str:
-        """The text the query is embedded as (:func:`~._scoring.semantic_query`: BM25's own row counts)."""
-        if not keyword_terms(_fold(query)):
+        """The text the query is embedded as (:func:`~._scoring.semantic_query`: BM25's own counts, one read)."""
+        distinct = list(dict.fromkeys(query_stems(query)))
+        if not distinct:
             return query
-        idfs = self._idf(query)
-        if not idfs:
-            return query
-        n_rows = int(self._read("SELECT coalesce(sum(n), 0) FROM memory_rows")[0][0])
-        return semantic_query(query, idfs, n_rows)
+        st = self._stats([stem_key(t) for t in distinct])
+        return semantic_query(query, {t: idf(st.rows, st.hits.get(stem_key(t), 0)) for t in distinct}, st.rows)
 
     def _bm25(self, query: str, mems: Mapping[int, Memory]) -> tuple[dict[int, float], dict[int, float], float]:
         """``(bm25, matched IDF, IDF mass)`` of each given memory holding a query stem.
