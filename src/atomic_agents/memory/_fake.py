@@ -52,6 +52,7 @@ from ._scoring import (
     keyword_evidence,
     keyword_score,
     keyword_terms,
+    query_names,
     query_stems,
     semantic_query,
     semantic_score,
@@ -328,7 +329,10 @@ class InMemoryMemoryStore:
         pool_cos = {k: cos[m.id] for k, m in cands.items() if m.id in cos}
         pool_ev = {k: ev[m.id] for k, m in cands.items() if m.id in ev}
         pool_cov = {k: coverage[m.id] for k, m in cands.items() if m.id in coverage}
-        fused = [(s, k) for s, k in fuse_pool(pool_cos, pool_ev, calibration_for(self.embedder), pool_cov) if s > 0.0]
+        names = query_names(q)  # a candidate lacking one scores lower (memory/_scoring.py)
+        lacking = {k for k, m in cands.items() if any(not self._counts(m.content)[t] for t in names)}
+        cal = calibration_for(self.embedder)
+        fused = [(s, k) for s, k in fuse_pool(pool_cos, pool_ev, cal, pool_cov, lacking) if s > 0.0]
         if rerank:  # the opt-in stage (memory/_rerank.py), as on SQLite
             from ._rerank import RERANK_DEPTH, rerank as _rerank
 

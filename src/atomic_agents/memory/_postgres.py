@@ -75,6 +75,7 @@ from ._scoring import (
     keyword_coverage,
     keyword_evidence,
     keyword_score,
+    query_names,
     query_stems,
     semantic_query,
     semantic_score,
@@ -609,7 +610,11 @@ class PostgresMemoryStore(PostgresLeases):
             ):
                 cos[k] = _cosine(d)
         kw, coverage = self._keyword_signals(q, mems)  # every candidate on one footing (one average length)
-        fused = [(s, k) for s, k in fuse_pool(cos, kw, calibration_for(self.embedder), coverage) if s > 0.0]
+        names = query_names(q)  # a candidate lacking one scores lower (memory/_scoring.py)
+        keys = list(mems)
+        held = tokens([mems[k].content for k in keys]) if names else []
+        lacking = {k for k, t in zip(keys, held, strict=True) if not names <= set(t)}
+        fused = [(s, k) for s, k in fuse_pool(cos, kw, calibration_for(self.embedder), coverage, lacking) if s > 0.0]
         if rerank:  # the opt-in stage (memory/_rerank.py), as on SQLite
             from ._rerank import RERANK_DEPTH, rerank as _rerank
 

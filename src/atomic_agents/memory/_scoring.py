@@ -64,7 +64,7 @@ import math
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 __all__ = [
@@ -83,6 +83,8 @@ __all__ = [
     "keyword_evidence",
     "keyword_score",
     "keyword_terms",
+    "name_words",
+    "query_names",
     "query_stems",
     "semantic_query",
     "semantic_score",
@@ -119,6 +121,37 @@ def keyword_terms(query: str) -> list[str]:
     words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))
     content = [w for w in words if w not in _STOPWORDS]
     return (content or words)[:_MAX_TERMS]
+
+
+#: An English question: a question word or an auxiliary first (after an optional preposition).
+_QUESTION = re.compile(
+    r"\W*(?:(?:on|at|in|until|till|since|for|from|to|by|with|about|during|after|before)\s+)?"
+    r"(?:what|when|where|who|whom|whose|which|why|how|is|are|was|were|am|do|does|did|can|could|should|shall"
+    r"|has|have|had|will|would|may|might|must)\b",
+    re.IGNORECASE,
+)
+
+
+def name_words(query: str) -> frozenset[str]:
+    """The names an English question asks about: its capitalised content words past the first, lower-cased.
+
+    Empty (the neutral value) for a query that is not an English question (another language,
+    a list of keywords) and for one written in capitals or title case, where a capital says
+    nothing. Only words :func:`keyword_terms` keeps count (``I`` and other stopwords do not).
+    """
+    if not _QUESTION.match(query):
+        return frozenset()
+    later = [w for w in _WORD.findall(query)[1:] if w[:1].isalpha()]
+    caps = {w.lower() for w in later if w[:1].isupper()}
+    if not caps or 2 * sum(1 for w in later if w[:1].isupper()) > len(later):
+        return frozenset()
+    return frozenset(t for t in keyword_terms(query) if t in caps)
+
+
+def query_names(query: str) -> frozenset[str]:
+    """The stems (as the index stores them) of :func:`name_words`."""
+    words = name_words(query)
+    return frozenset(stems(sorted(words)).values()) if words else frozenset()
 
 
 def fts_query(query: str) -> str | None:
@@ -278,6 +311,10 @@ class Calibration:
     #: weights of squared keyword coverage in the ranking key and in the score map
     hy_v: float = 0.0
     sc_v: float = 0.0
+    #: score-map weights of "matches a query word" (``e > 0``) and of "lacks a name the
+    #: question asks about" (:func:`query_names`)
+    sc_m: float = 0.0
+    sc_n: float = 0.0
     #: identity semantic map (clipped cosine) instead of the logistic one
     raw_semantic: bool = False
     #: added to cosines before the hybrid map: puts another embedder's relevance floor
@@ -296,7 +333,7 @@ def _sigma(x: float) -> float:
 #: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
 DEFAULT = Calibration(
     sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=15.511, hy_e=1.966, hy_k=-3.429, hy_v=16.751,
-    sc_c=8.454, sc_e=-5.730, sc_k=-1.907, sc_v=10.811, sc_b=-3.531,
+    sc_c=8.838, sc_e=0.0, sc_k=0.0, sc_v=5.765, sc_m=-4.306, sc_n=-2.289, sc_b=-2.783,
 )  # fmt: skip
 #: For other embedders: semantic scores stay clipped cosines; keyword scores and the hybrid
 #: ranking use DEFAULT's constants. The hybrid score keeps one logistic of the ranking key
@@ -304,7 +341,8 @@ DEFAULT = Calibration(
 #: default model's cosine levels (a hit with no keyword match passes 0.45 from cosine 0.39),
 #: which a shifted foreign cosine does not share.
 GENERIC = Calibration(**{
-    **DEFAULT.__dict__, "raw_semantic": True, "sc_c": 3.193, "sc_e": 0.405, "sc_k": -0.706, "sc_v": 3.448, "sc_b": -1.310,
+    **DEFAULT.__dict__, "raw_semantic": True, "sc_c": 3.193, "sc_e": 0.405, "sc_k": -0.706, "sc_v": 3.448, "sc_m": 0.0,
+    "sc_n": -1.814, "sc_b": -1.310,
 })  # fmt: skip
 _FITTED = {"all-MiniLM-L6-v2-onnx-int8": DEFAULT}
 
@@ -356,15 +394,18 @@ def hybrid_rank(
 
 
 def hybrid_score(
-    cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT, coverage: float = 0.0
+    cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT, coverage: float = 0.0,
+    lacks_name: bool = False,
 ) -> float:
     """The calibrated score of a hybrid hit, before the cap of :func:`fuse_pool`.
 
     ``relative``: this evidence over the best evidence of the query's candidate pool (in [0, 1]);
-    ``coverage``: the share of the query's IDF mass the memory holds (:func:`keyword_coverage`).
+    ``coverage``: the share of the query's IDF mass the memory holds (:func:`keyword_coverage`);
+    ``lacks_name``: the memory lacks one of :func:`query_names` (false when the query has none).
     """
     c, e, k, v2 = _signals(cosine, evidence, relative, coverage, cal)
-    return _sigma(cal.sc_c * c + cal.sc_e * e + cal.sc_k * k + cal.sc_v * v2 + cal.sc_b)
+    z = cal.sc_c * c + cal.sc_e * e + cal.sc_k * k + cal.sc_v * v2 + cal.sc_b
+    return _sigma(z + (cal.sc_m if e > 0.0 else 0.0) + (cal.sc_n if lacks_name else 0.0))
 
 
 def fuse_pool(
@@ -372,13 +413,15 @@ def fuse_pool(
     evidence: Mapping[int, float],
     cal: Calibration,
     coverage: Mapping[int, float] | None = None,
+    lacking: Container[int] = (),
 ) -> list[tuple[float, int]]:
     """``(score, key)`` for every candidate with some signal (cosine > 0 or evidence > 0), best first.
 
     Order is by :func:`hybrid_rank` (ties to the higher key: the newer row). Each score is
     :func:`hybrid_score` capped at the score of the hit ranked above it, so scores never
     rise down the list and the top-1's score is its own calibrated estimate. ``coverage``
-    (``key -> share of the query's IDF mass``) is 0 for a key it leaves out.
+    (``key -> share of the query's IDF mass``) is 0 for a key it leaves out; ``lacking`` holds
+    the keys that lack a name the query asks about (:func:`query_names`).
     """
     keys = {k for k, c in cosines.items() if c > 0.0} | {k for k, e in evidence.items() if e > 0.0}
     if not keys:
@@ -389,7 +432,7 @@ def fuse_pool(
     for k in keys:
         c, e, v = cosines.get(k, 0.0), evidence.get(k, 0.0), cov.get(k, 0.0)
         rel = e / best if best > 0.0 else 0.0
-        ranked.append((hybrid_rank(c, e, rel, cal, v), k, hybrid_score(c, e, rel, cal, v)))
+        ranked.append((hybrid_rank(c, e, rel, cal, v), k, hybrid_score(c, e, rel, cal, v, k in lacking)))
     ranked.sort(reverse=True)
     out, cap = [], 1.0
     for _, k, score in ranked:

@@ -519,7 +519,8 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         if matches:
             kw.update((k, keyword_evidence(-matches[k], found_kw.mass)) for k in cos if k not in kw and k in matches)
         cal = calibration_for(self.embedder)
-        fused = [(s, k) for s, k in fuse_pool(cos, kw, cal, found_kw.coverage(kw)) if s > 0.0]
+        lacking = found_kw.lacking(cos.keys() | kw.keys())  # lacks a name the question asks about
+        fused = [(s, k) for s, k in fuse_pool(cos, kw, cal, found_kw.coverage(kw), lacking) if s > 0.0]
         if not rerank:
             top = fused[:lim]
             mems = self._fetch([k for _, k in top])

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..exceptions import StoreError
 from ._base import metadata_matches
 from ._models import Memory, Scope
-from ._scoring import fts_query, idf, keyword_coverage, keyword_evidence, keyword_terms, semantic_query, stems
+from ._scoring import fts_query, idf, keyword_coverage, keyword_evidence, keyword_terms, name_words, semantic_query, stems
 from ._sqlite_sql import _BY_ROWID_SCOPE, _COLS, _LIVE, _SCOPE, _needs_python_check, _tag_clause
 from ._base import memory_from_row as _memory
 
@@ -40,12 +40,18 @@ class Matches:
     words: Sequence[tuple[float, Container[int]]]
     #: the query's IDF mass (sum over its distinct content stems)
     mass: float
+    #: the rows holding each name the query asks about (:func:`~atomic_agents.memory._scoring.query_names`)
+    names: Sequence[Container[int]] = ()
 
     def coverage(self, keys: Iterable[int]) -> dict[int, float]:
         """``rowid -> keyword coverage`` of the given rows that match a query word."""
         return {
             k: keyword_coverage(sum(w for w, rows in self.words if k in rows), self.mass) for k in keys if k in self.bm25
         }
+
+    def lacking(self, keys: Iterable[int]) -> set[int]:
+        """The given rows that lack a name the query asks about."""
+        return {k for k in keys if any(k not in rows for rows in self.names)} if self.names else set()
 
 
 def _best(matches: Mapping[int, float], n: int) -> list[tuple[int, float]]:
@@ -109,8 +115,10 @@ class SQLiteKeyword:
             return Matches({}, [], 0.0)
         by_stem = stems(terms)
         idfs = self._idf(query)
+        named = {by_stem[w] for w in name_words(query) if w in by_stem}
         seen: set[str] = set()
         words: list[tuple[float, dict[int, float]]] = []
+        names: list[dict[int, float]] = []
         bm: dict[int, float] = {}
         for t in terms:
             rows = dict(self._read(
@@ -125,7 +133,9 @@ class SQLiteKeyword:
             if st is not None and st not in seen:  # a stem's IDF counts once, on its first word
                 seen.add(st)
                 words.append((idfs.get(st, 0.0), rows))
-        return Matches(bm, words, sum(idfs.values()))
+                if st in named:
+                    names.append(rows)
+        return Matches(bm, words, sum(idfs.values()), names)
 
     def _keyword_rows(
         self, fq: str, scope: Scope, limit: int, filters: Mapping[str, Any], matches: Mapping[int, float] | None = None,
