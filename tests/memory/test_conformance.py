@@ -442,3 +442,25 @@ def test_a_small_store_embeds_the_whole_question(store: MemoryStore, scope: Scop
     short = store.remember("Caroline: Cool!", None, scope)
     store.remember("Caroline: I went hiking in the hills last week and got lost near the ridge", None, scope)
     assert store.recall("When did Caroline go hiking?", scope, limit=1)[0].id == short
+
+
+def test_hybrid_scores_a_memory_lacking_a_name_the_question_asks_about_lower(store: MemoryStore, scope: Scope) -> None:
+    # The embedders and the index fold case, so a question and its lower-cased copy differ only in
+    # what they name ("Grenoble"): the memory about Lyon lacks it and scores lower; a memory that
+    # holds it scores the same either way. A question in another language names nothing.
+    lyon = store.remember("Guest wifi in the Lyon office: the password is printed on the card at reception", None, scope)
+    store.remember("unrelated note about lunch menus", None, scope)
+
+    def top(query: str) -> tuple[str, float]:
+        hits = store.search_hybrid(query, scope, limit=1)
+        return hits[0].id, hits[0].score
+
+    asked, plain = top("What is the wifi password in the Grenoble office?"), top("what is the wifi password in the grenoble office?")
+    assert asked[0] == plain[0] == lyon
+    assert asked[1] < plain[1]
+    assert top("Wo ist das Wifi Passwort im Grenoble Office?")[1] == top("wo ist das wifi passwort im grenoble office?")[1]
+    assert top("Grenoble wifi password")[1] == top("grenoble wifi password")[1]  # keywords, not a question
+    gre = store.remember("Guest wifi in the Grenoble office: the password is printed on the card at reception", None, scope)
+    asked, plain = top("What is the wifi password in the Grenoble office?"), top("what is the wifi password in the grenoble office?")
+    assert asked[0] == plain[0] == gre
+    assert asked[1] == pytest.approx(plain[1])

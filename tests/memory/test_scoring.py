@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,6 +23,8 @@ from atomic_agents.memory._scoring import (
     keyword_evidence,
     keyword_score,
     keyword_terms,
+    name_words,
+    query_names,
     semantic_score,
     stems,
     tokens,
@@ -157,3 +160,74 @@ def test_keyword_queries_drop_question_words_and_quote_operators() -> None:
 def test_tokens_are_the_fts5_porter_tokens() -> None:
     assert tokens(["Running databases, café!"]) == [["run", "databas", "cafe"]]
     assert stems(["adopted", "!!"]) == {"adopted": "adopt"}
+
+
+# -- the name signal and the monotone score map ------------------------------------------------
+
+
+def test_name_words_are_an_english_questions_capitalised_content_words_past_the_first() -> None:
+    assert name_words("What is the Wi-Fi password in the Grenoble studio?") == {"wi", "fi", "grenoble"}
+    assert name_words("Where did Sofia study veterinary medicine?") == {"sofia"}
+    assert name_words("On which weekday does Maya's boss go over her designs?") == {"maya"}
+    assert query_names("Which Redis version runs in production?") == {"redi"}  # as the index stems it
+    # "I" and other stopwords are never names; nor is the first word
+    assert name_words("When did I meet Ben?") == {"ben"}
+    assert name_words("Grenoble is where?") == frozenset()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Grenoble studio wifi password",  # keywords, not a question
+        "Wo ist das Wifi Passwort im Grenoble Büro?",  # not English: German capitalises every noun
+        "Quel est le mot de passe du Wi-Fi à Grenoble ?",
+        "WHAT IS THE WIFI PASSWORD IN GRENOBLE?",  # capitals say nothing
+        "What Is The Wifi Password In The Grenoble Studio?",  # title case says nothing
+        "what is the wifi password in grenoble?",
+        "",
+    ],
+)
+def test_queries_that_are_not_english_sentence_case_questions_get_the_neutral_value(query: str) -> None:
+    assert name_words(query) == frozenset() == query_names(query)
+
+
+@given(cosine, unit, unit, unit)
+def test_a_memory_lacking_a_name_the_question_asks_about_scores_lower_than_the_same_memory_holding_it(
+    c: float, e: float, k: float, v: float
+) -> None:
+    for cal in (DEFAULT, GENERIC):
+        assert hybrid_score(c, e, k, cal, v, lacks_name=True) <= hybrid_score(c, e, k, cal, v)
+    assert hybrid_score(0.6, 0.5, 1.0, DEFAULT, 0.6, lacks_name=True) < hybrid_score(0.6, 0.5, 1.0, DEFAULT, 0.6) - 0.2
+
+
+@given(cosine, st.floats(min_value=1e-6, max_value=1.0), st.floats(min_value=1e-6, max_value=1.0), unit, unit, unit, unit, st.booleans())
+def test_the_default_score_never_falls_as_a_memory_holds_more_of_the_query(
+    c: float, e1: float, e2: float, k1: float, k2: float, v1: float, v2: float, lacks: bool
+) -> None:
+    # past the step at e = 0, more evidence, relative evidence or coverage never lowers the score
+    (elo, ehi), (klo, khi), (vlo, vhi) = sorted((e1, e2)), sorted((k1, k2)), sorted((v1, v2))
+    assert hybrid_score(c, elo, klo, DEFAULT, vlo, lacks) <= hybrid_score(c, ehi, khi, DEFAULT, vhi, lacks)
+
+
+def test_at_one_cosine_a_sliver_of_shared_words_scores_below_none_and_all_of_them_above() -> None:
+    # The step (fitted on dev, the same sign on test): a memory that shares a few of the query's
+    # words owes part of its cosine to them; one that shares none earned it by meaning.
+    for c in (0.3, 0.45, 0.6):
+        none = hybrid_score(c, 0.0, 0.0, DEFAULT, 0.0)
+        assert hybrid_score(c, 0.2, 1.0, DEFAULT, 0.2) < none < hybrid_score(c, 1.0, 1.0, DEFAULT, 1.0)
+
+
+@given(
+    st.dictionaries(st.integers(0, 30), cosine, max_size=15),
+    st.dictionaries(st.integers(0, 30), unit, max_size=15),
+    st.sets(st.integers(0, 30)),
+)
+def test_the_name_signal_moves_scores_not_the_order(cos: dict[int, float], ev: dict[int, float], lacking: set[int]) -> None:
+    plain, named = fuse_pool(cos, ev, DEFAULT), fuse_pool(cos, ev, DEFAULT, None, lacking)
+    assert [k for _, k in plain] == [k for _, k in named]
+    assert all(s_n <= s_p for (s_p, _), (s_n, _) in zip(plain, named, strict=True))
+    seen_lacking = False
+    for (s_p, k), (s_n, _) in zip(plain, named, strict=True):
+        seen_lacking = seen_lacking or k in lacking
+        if not seen_lacking:  # no lacking hit at or above this one: its score is untouched
+            assert s_n == s_p

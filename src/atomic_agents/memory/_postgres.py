@@ -611,9 +611,8 @@ class PostgresMemoryStore(PostgresLeases):
                 cos[k] = _cosine(d)
         kw, coverage = self._keyword_signals(q, mems)  # every candidate on one footing (one average length)
         names = query_names(q)  # a candidate lacking one scores lower (memory/_scoring.py)
-        keys = list(mems)
-        held = tokens([mems[k].content for k in keys]) if names else []
-        lacking = {k for k, t in zip(keys, held, strict=True) if not names <= set(t)}
+        keys = list(mems) if names else []
+        lacking = {k for k, t in zip(keys, tokens([mems[k].content for k in keys]), strict=True) if not names <= set(t)}
         fused = [(s, k) for s, k in fuse_pool(cos, kw, calibration_for(self.embedder), coverage, lacking) if s > 0.0]
         if rerank:  # the opt-in stage (memory/_rerank.py), as on SQLite
             from ._rerank import RERANK_DEPTH, rerank as _rerank
