@@ -31,13 +31,26 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
   (:data:`HYBRID_POOL` each, or ``4 * limit``) and every candidate gets all signals.
   Candidates are *ranked* by ``h_c * c + h_e * e + h_k * k + h_v * v**2`` (a pairwise
   logistic ranker's direction; the square rewards holding *all* of the query's words far
-  more than holding some) and *scored* by ``sigma(s_c * c + s_e * e + s_k * k + s_v * v**2 + s_b)``,
-  capped at the score of the hit ranked above (scores never rise down the list; the
-  top-1's is its own). The two directions differ because the questions differ: within
-  one query, keyword coverage and evidence order candidates; across queries, what tells
-  a right top-1 from the top-1 of a query the store cannot answer is that hit's cosine,
-  its coverage and a weak best keyword match (``k = 1`` with small ``e``: only a common
-  word matched).
+  more than holding some) and *scored* by
+  ``sigma(s_c * c + [e > 0] * (s_m + s_cm * max(c, 0) * (1 - v**2)) + s_v * v**2 + s_n * n + s_b)``
+  (the default model's map; ``s_e * e + s_k * k`` join it for GENERIC), capped at the score
+  of the hit ranked above (scores never rise down the list; the top-1's is its own).
+  ``n`` is 1 when the memory lacks a name the query asks about (:func:`query_names`: the
+  capitalised content words past the first of an English question in sentence case; no
+  other query has names, so ``n`` stays 0, the neutral value). The two directions differ
+  because the questions differ: within one query, keyword coverage and evidence order
+  candidates; across queries, what tells a right top-1 from the top-1 of a query the store
+  cannot answer is that hit's cosine, how much of the query it holds, and whether it holds
+  the names asked about.
+
+  Why the step ``[e > 0]``: on a right top-1 and an unanswerable query's top-1 alike, ``e``
+  and ``v`` correlate at 0.99, and a fit over both gave ``e`` a negative weight, so the score
+  fell as a memory held more of the query. What the data says is narrower: at one cosine, a
+  memory sharing *some* of the query's words (often only a name) is less often right than one
+  sharing none, because those words, not the meaning, lift its cosine. So the cosine of a
+  partial match counts less, in proportion to the share of the query's IDF mass it lacks.
+  Past the step the score never falls as the memory holds more (``e``, ``k``, ``v``), and a
+  memory holding every word scores above one holding none at the same cosine.
 
 Constants are fitted for the default model (:data:`DEFAULT`, keyed by its
 ``model_id``); other embedders (the test fake) get :data:`GENERIC`, whose semantic
@@ -46,9 +59,14 @@ they always were, and whose hybrid score is one logistic of the ranking key.
 The hybrid score map is fitted on the dev top-1 hits (right against an unanswerable
 query's), its intercept placed where the larger shortfall from ATP's two targets
 (>= 90% of right top-1s kept, <= 10% of unanswerable queries admitted) is smallest.
-Query-level features (how far the top cosine stands out of the pool, the margin to
-the second, a z-score, ranks, agreement of the rankers) were tried and did not carry
-from dev to test; see ``bench/_mem_quality.py``.
+Features were chosen by 5-fold cross-validation on dev (``bench/_mem_quality.py`` prints
+the table). Left out: query-level features (how far the top cosine stands out of the
+pool, the margin to the second, a z-score, ranks, agreement of the rankers); the answer
+type (``when`` and a date or time, ``how much`` and a number, ``who`` and a name): no
+better in cross-validation; lacking a rare query word of any case: its weight came out
+positive (lacking more, scoring higher); the memory's length: it carries on this set,
+whose short memories are mostly filler turns, but its weight would keep every short
+memory ("the user is vegetarian") under the floor.
 
 >>> round(keyword_evidence(bm25=2.0, idf_mass=4.0), 2)
 0.5
@@ -315,6 +333,9 @@ class Calibration:
     #: question asks about" (:func:`query_names`)
     sc_m: float = 0.0
     sc_n: float = 0.0
+    #: added to the score map's cosine weight for a hit that matches a query word, in proportion
+    #: to the share of the query's IDF mass it lacks (``1 - v**2``)
+    sc_cm: float = 0.0
     #: identity semantic map (clipped cosine) instead of the logistic one
     raw_semantic: bool = False
     #: added to cosines before the hybrid map: puts another embedder's relevance floor
@@ -333,7 +354,7 @@ def _sigma(x: float) -> float:
 #: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
 DEFAULT = Calibration(
     sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=15.511, hy_e=1.966, hy_k=-3.429, hy_v=16.751,
-    sc_c=8.838, sc_e=0.0, sc_k=0.0, sc_v=5.765, sc_m=-4.306, sc_n=-2.289, sc_b=-2.783,
+    sc_c=12.546, sc_cm=-7.728, sc_e=0.0, sc_k=0.0, sc_m=-0.791, sc_v=1.703, sc_n=-2.399, sc_b=-4.104,
 )  # fmt: skip
 #: For other embedders: semantic scores stay clipped cosines; keyword scores and the hybrid
 #: ranking use DEFAULT's constants. The hybrid score keeps one logistic of the ranking key
@@ -341,7 +362,7 @@ DEFAULT = Calibration(
 #: default model's cosine levels (a hit with no keyword match passes 0.45 from cosine 0.39),
 #: which a shifted foreign cosine does not share.
 GENERIC = Calibration(**{
-    **DEFAULT.__dict__, "raw_semantic": True, "sc_c": 3.193, "sc_e": 0.405, "sc_k": -0.706, "sc_v": 3.448, "sc_m": 0.0,
+    **DEFAULT.__dict__, "raw_semantic": True, "sc_c": 3.193, "sc_e": 0.405, "sc_k": -0.706, "sc_v": 3.448, "sc_m": 0.0, "sc_cm": 0.0,
     "sc_n": -1.814, "sc_b": -1.310,
 })  # fmt: skip
 _FITTED = {"all-MiniLM-L6-v2-onnx-int8": DEFAULT}
@@ -405,7 +426,8 @@ def hybrid_score(
     """
     c, e, k, v2 = _signals(cosine, evidence, relative, coverage, cal)
     z = cal.sc_c * c + cal.sc_e * e + cal.sc_k * k + cal.sc_v * v2 + cal.sc_b
-    return _sigma(z + (cal.sc_m if e > 0.0 else 0.0) + (cal.sc_n if lacks_name else 0.0))
+    partial = cal.sc_m + cal.sc_cm * max(c, 0.0) * (1.0 - v2) if e > 0.0 else 0.0
+    return _sigma(z + partial + (cal.sc_n if lacks_name else 0.0))
 
 
 def fuse_pool(
