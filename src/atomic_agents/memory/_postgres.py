@@ -507,22 +507,23 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         rerank = check_flag(rerank, name="rerank")
         pool = max(lim * 4, HYBRID_POOL)
-        qv, found = self._semantic(q, sc, flt, pool)
-        cos = {k: c for k, c, _ in found}
-        mems = {k: m for k, _, m in found}
-        kw_hits = self._keyword(q, sc, pool, flt)
-        kw = {k: e for k, e, _ in kw_hits}
-        mems.update({k: m for k, _, m in kw_hits})
-        missing = [k for k in kw if k not in cos]
-        if missing:
-            dim = self.embedder.dimension
-            for k, d in self._read(
-                f"SELECT m.seq, (m.embedding::vector({dim})) <=> %s::vector({dim}) FROM memories m"
-                f" WHERE m.seq = ANY(%s) AND m.embedder = {self._model_literal()} AND m.embedding IS NOT NULL",
-                [qv, missing],
-            ):
-                cos[k] = _cosine(d)
-        kw, coverage = self._keyword_signals(q, mems)  # every candidate on one footing (one average length)
+        with self._one_read():  # the query text, the keyword candidates and the signals: one statistics read
+            qv, found = self._semantic(q, sc, flt, pool)
+            kw_hits = self._keyword(q, sc, pool, flt)
+            cos = {k: c for k, c, _ in found}
+            mems = {k: m for k, _, m in found}
+            kw = {k: e for k, e, _ in kw_hits}
+            mems.update({k: m for k, _, m in kw_hits})
+            missing = [k for k in kw if k not in cos]
+            if missing:
+                dim = self.embedder.dimension
+                for k, d in self._read(
+                    f"SELECT m.seq, (m.embedding::vector({dim})) <=> %s::vector({dim}) FROM memories m"
+                    f" WHERE m.seq = ANY(%s) AND m.embedder = {self._model_literal()} AND m.embedding IS NOT NULL",
+                    [qv, missing],
+                ):
+                    cos[k] = _cosine(d)
+            kw, coverage = self._keyword_signals(q, mems)  # every candidate on one footing (one average length)
         names = query_names(q)  # a candidate lacking one scores lower (memory/_scoring.py)
         keys = list(mems) if names else []
         lacking = {k for k, t in zip(keys, tokens([mems[k].content for k in keys]), strict=True) if not names <= set(t)}

@@ -8,10 +8,12 @@ pre-selects the candidates; BM25 ranks them in FTS5's order.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._base import memory_from_row as _memory
@@ -25,6 +27,8 @@ from ._scoring import bm25, idf, keyword_coverage, keyword_evidence, query_stems
 __all__ = ["PostgresKeyword"]
 
 T = TypeVar("T")
+#: Per thread, while a search runs (:meth:`PostgresKeyword._one_read`): the statistics it has read.
+_held = threading.local()
 
 
 class PostgresKeyword:
@@ -36,32 +40,56 @@ class PostgresKeyword:
 
         def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
+    @contextlib.contextmanager
+    def _one_read(self) -> Iterator[None]:
+        """Within one search the corpus statistics of a set of stems are read once, not at every step.
+
+        (The semantic query text, the keyword candidates and the pool's signals all ask; one read
+        also gives every step the same counts while other hosts write.)
+        """
+        outer = getattr(_held, "stats", None)
+        if outer is None:
+            _held.stats = {}
+        try:
+            yield
+        finally:
+            if outer is None:
+                _held.stats = None
+
     def _stats(self, keys: Sequence[str]) -> KeywordStats:
         """The corpus statistics of these stem keys, every row counted first (see :mod:`._postgres_stats`)."""
+        memo: dict[Any, KeywordStats] | None = getattr(_held, "stats", None)
+        key = (id(self), tuple(keys))
+        if memo is not None and key in memo:
+            return memo[key]
         stats = self._run(lambda cur: read_stats(cur, keys), write=False)
         if stats.pending:  # rows an older package wrote, or a backfill still running elsewhere
             backfill(self._run)
             stats = self._run(lambda cur: read_stats(cur, keys), write=False)
+        if memo is not None:
+            memo[key] = stats
         return stats
+
+    def _query_idf(self, query: str) -> tuple[dict[str, float], KeywordStats | None]:
+        """``stem -> idf`` for the query's content words, and the statistics they came from."""
+        distinct = list(dict.fromkeys(query_stems(query)))
+        if not distinct:
+            return {}, None
+        st = self._stats([stem_key(t) for t in distinct])
+        return {t: idf(st.rows, st.hits.get(stem_key(t), 0)) for t in distinct}, st
 
     def _idf(self, query: str) -> dict[str, float]:
         """``stem -> idf`` for the query's content words: N and each stem's rows from the kept counters."""
-        return self._idf_and_avg(query)[0]
+        return self._query_idf(query)[0]
 
     def _idf_and_avg(self, query: str) -> tuple[dict[str, float], float]:
-        distinct = list(dict.fromkeys(query_stems(query)))
-        if not distinct:
-            return {}, 0.0
-        st = self._stats([stem_key(t) for t in distinct])
-        return {t: idf(st.rows, st.hits.get(stem_key(t), 0)) for t in distinct}, st.avg_length
+        idfs, st = self._query_idf(query)
+        return idfs, st.avg_length if st is not None else 0.0
 
     def _semantic_text(self, query: str) -> str:
         """The text the query is embedded as (:func:`~._scoring.semantic_query`: BM25's own counts, one read)."""
-        distinct = list(dict.fromkeys(query_stems(query)))
-        if not distinct:
-            return query
-        st = self._stats([stem_key(t) for t in distinct])
-        return semantic_query(query, {t: idf(st.rows, st.hits.get(stem_key(t), 0)) for t in distinct}, st.rows)
+        idfs, st = self._query_idf(query)
+        return semantic_query(query, idfs, st.rows) if st is not None else query
 
     def _bm25(self, query: str, mems: Mapping[int, Memory]) -> tuple[dict[int, float], dict[int, float], float]:
         """``(bm25, matched IDF, IDF mass)`` of each given memory holding a query stem.
