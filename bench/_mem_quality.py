@@ -58,6 +58,8 @@ from atomic_agents.memory import (
 from atomic_agents.memory import _scoring as scoring
 from atomic_agents.memory._sqlite_keyword import Matches
 
+import _mem_longconv  # bench/_mem_longconv.py: the second labelled set, one store per conversation
+
 FLOOR = 0.45
 SCOPE = Scope("eval", "bench")
 POOL = scoring.HYBRID_POOL
@@ -76,11 +78,11 @@ def _load(split: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
 # -- candidate pools with every signal ------------------------------------------------------
 
 
-def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL) -> dict[int, dict[str, float]]:
+def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL, scope: Scope = SCOPE) -> dict[int, dict[str, float]]:
     """``seq -> {cos, ev, rel, cov, lack, bm25, sem_rank, kw_rank}`` for the candidates ``search_hybrid`` looks at."""
-    _, index, _, found = store._semantic(query, SCOPE, {}, depth)
+    _, index, _, found = store._semantic(query, scope, {}, depth)
     fq = scoring.fts_query(query)
-    kw_rows = store._keyword_rows(fq, SCOPE, depth, {}) if fq else []
+    kw_rows = store._keyword_rows(fq, scope, depth, {}) if fq else []
     mass = sum(store._idf(query).values())
     cands: dict[int, dict[str, float]] = defaultdict(dict)
     for i, (k, c) in enumerate(found):
@@ -177,6 +179,7 @@ def metrics(ranked: Sequence[Sequence[tuple[float, int]]], wants: Sequence[set[i
     irr_s: list[float] = []
     per_source: dict[str, list[float]] = defaultdict(list)
     per_kind: dict[str, list[float]] = defaultdict(list)
+    per_kind10: dict[str, list[float]] = defaultdict(list)
     for n, (hits, want, kind) in enumerate(zip(ranked, wants, kinds, strict=True)):
         ids = [k for _, k in hits]
         if not want:
@@ -187,6 +190,7 @@ def metrics(ranked: Sequence[Sequence[tuple[float, int]]], wants: Sequence[set[i
         r5.append(len(want & set(ids[:5])) / len(want))
         r10.append(len(want & set(ids[:10])) / len(want))
         per_kind[kind].append(r5[-1])
+        per_kind10[kind].append(r10[-1])
         for src in sources[n] if sources else ():
             per_source[src].append(r10[-1])
         rr.append(next((1.0 / (i + 1) for i, k in enumerate(ids) if k in want), 0.0))
@@ -198,7 +202,7 @@ def metrics(ranked: Sequence[Sequence[tuple[float, int]]], wants: Sequence[set[i
     return {
         "r5": mean(r5) if r5 else 0.0, "r10": mean(r10) if r10 else 0.0, "mrr": mean(rr) if rr else 0.0,
         "kept": kept / right if right else 0.0, "admitted": admitted / irr if irr else 0.0, "n": len(r5), "irr": irr,
-        "kinds": {k: mean(v) for k, v in sorted(per_kind.items())},
+        "kinds": {k: mean(v) for k, v in sorted(per_kind.items())}, "kinds10": {k: mean(v) for k, v in sorted(per_kind10.items())},
         "sources": {k: mean(v) for k, v in sorted(per_source.items())}, "frontier": frontier(right_s, irr_s),
     }  # fmt: skip
 
@@ -699,6 +703,15 @@ def latency(n: int, reps: int, tmp: Path) -> list[tuple[str, str, str, str]]:
 # -- the run --------------------------------------------------------------------------------
 
 
+def _print_table(results: dict[str, dict[str, Any]]) -> None:
+    print("| ranker | recall@5 | recall@10 | MRR | top-1 right kept at 0.45 | irrelevant admitted at 0.45 "
+          "| best threshold: kept at <= 10% admitted | best threshold: admitted at >= 90% kept |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for name, m in results.items():
+        fk, fa = m["frontier"]
+        print(f"| {name} | {m['r5']:.3f} | {m['r10']:.3f} | {m['mrr']:.3f} | {m['kept']:.1%} | {m['admitted']:.1%} | {fk:.1%} | {fa:.1%} |")
+
+
 def run(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="bench_memory.py --section quality")
     ap.add_argument("--split", default="test", choices=["dev", "test", "all"])
@@ -726,8 +739,12 @@ def run(argv: Sequence[str] | None = None) -> None:
         sources = [{src_of[k] for k in w} for w in wants]
         pools = [pool_of(store, q["query"]) for q in queries]
         cal = scoring.calibration_for(emb)
+        t0 = time.perf_counter()
+        lc = _mem_longconv.build(emb, Path(tmp), None if args.split == "all" else args.split, pool_of)
+        print(f"long conversations: {len(lc.stores)} stores, {lc.turns} turns, {len(lc.queries)} {args.split} questions "
+              f"(ingest {time.perf_counter() - t0:.0f} s)\n")  # fmt: skip
         if args.fit:
-            cal = fit(pools, wants)
+            cal = fit(pools + lc.pools, wants + lc.wants)
             print(f"fitted: {cal}\n")
         # the blend baseline's weight: tuned on dev
         dev_alpha = BLEND_ALPHA
@@ -735,7 +752,11 @@ def run(argv: Sequence[str] | None = None) -> None:
             dev_alpha = max((a / 20 for a in range(21)), key=lambda a: metrics([make_blend(a)(p, cal) for p in pools], wants, kinds)["r5"])
         rcal = None
         if args.fit:
-            rcal = fit_rerank([rerank_rows(emb, q["query"], p, cal, text_of) for q, p in zip(queries, pools, strict=True)], wants)
+            rcal = fit_rerank(
+                [rerank_rows(emb, q["query"], p, cal, text_of) for q, p in zip(queries, pools, strict=True)]
+                + [rerank_rows(emb, q, p, cal, t) for q, p, t in zip(lc.queries, lc.pools, lc.texts, strict=True)],
+                wants + lc.wants,
+            )
             import _mem_rerank_designs as designs  # bench/_mem_rerank_designs.py: the score designs tried for the stage
 
             designs.print_cv(designs.top1_rows(emb, store, queries, wants, pools, cal, text_of, rank_hybrid))
@@ -762,12 +783,7 @@ def run(argv: Sequence[str] | None = None) -> None:
                 got = store.search_hybrid(q["query"], SCOPE, limit=10, rerank=True)
                 api_r = [(store._read("SELECT seq FROM memories WHERE id = ?", [h.id])[0][0], round(h.score, 9)) for h in got]
                 assert api_r == [(k, round(sc, 9)) for sc, k in rl[:10]], (q["query"], api_r, rl[:10])
-        print("| ranker | recall@5 | recall@10 | MRR | top-1 right kept at 0.45 | irrelevant admitted at 0.45 "
-              "| best threshold: kept at <= 10% admitted | best threshold: admitted at >= 90% kept |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|---|")
-        for name, m in results.items():
-            fk, fa = m["frontier"]
-            print(f"| {name} | {m['r5']:.3f} | {m['r10']:.3f} | {m['mrr']:.3f} | {m['kept']:.1%} | {m['admitted']:.1%} | {fk:.1%} | {fa:.1%} |")
+        _print_table(results)
         best_single = max(results["keyword (search)"]["r5"], results["semantic (recall)"]["r5"])
         gain = results["hybrid (search_hybrid)"]["r5"] - best_single
         print(f"\nhybrid recall@5 minus the best single ranker: {gain * 100:+.1f} points (target >= +5); "
@@ -782,6 +798,20 @@ def run(argv: Sequence[str] | None = None) -> None:
         print("|---|" + "---|" * len(src_names))
         for name, m in results.items():
             print(f"| {name} | " + " | ".join(f"{m['sources'].get(k, 0.0):.3f}" for k in src_names) + " |")
+        if lc.queries:
+            lc_results = {name: metrics([f(p, cal) for p in lc.pools], lc.wants, lc.kinds) for name, f in rankers.items()}
+            lc_results["hybrid + rerank (opt-in, top 20 re-read)"] = metrics(
+                [rank_rerank(emb, q, p, cal, t, rcal) for q, p, t in zip(lc.queries, lc.pools, lc.texts, strict=True)], lc.wants, lc.kinds)  # fmt: skip
+            print(f"\n## long conversations (bench/data/longconv): one store per conversation, {lc.turns} turns, "
+                  f"{len(lc.queries)} {args.split} questions; turn recall\n")  # fmt: skip
+            _print_table(lc_results)
+            kind_names = sorted({k for m in lc_results.values() for k in m["kinds"]})
+            print("\n| long conversations: recall@10 by kind | " + " | ".join(f"{k} ({lc.kinds.count(k)})" for k in kind_names) + " |")
+            print("|---|" + "---|" * len(kind_names))
+            for name, m in lc_results.items():
+                print(f"| {name} | " + " | ".join(f"{m['kinds10'].get(k, 0.0):.3f}" for k in kind_names) + " |")
+            if not args.fit:
+                lc.check_api(cal, rank_hybrid)
         if args.split == "test" and not args.fit:
             _, dev_q = _load("dev")
             dev_wants = [{by_cid[r] for r in q["relevant"]} for q in dev_q]
@@ -806,6 +836,7 @@ def run(argv: Sequence[str] | None = None) -> None:
             print("| " + " | ".join(row) + " |", flush=True)
         print("| " + " | ".join(name_signal_latency(store, [q["query"] for q in queries], 4 * len(queries))) + " |", flush=True)
         store.close()
+        lc.close()
         if args.latency:
             print("\n| metric | atomic-agents | baseline (same run) | target |\n|---|---|---|---|")
             for row in latency(args.latency, args.reps, Path(tmp)):
