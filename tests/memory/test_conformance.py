@@ -139,6 +139,33 @@ def test_recall_search_and_hybrid_take_exact_metadata_filters(store: MemoryStore
         assert [h.metadata["tags"] for h in call({"tags": ["a"]})] == [["a"]], name
 
 
+def test_hybrid_brings_the_reply_after_the_turn_a_question_matches(store: MemoryStore, scope: Scope) -> None:
+    # The answer is in the reply, which shares no word with the question; it follows the matching
+    # turn in the scope's timeline, whatever another scope or a forgotten memory wrote in between.
+    other = Scope("researcher", "alice", org_id="acme", workspace_id="acme/web")
+    for i in range(6):
+        store.remember(f"Ann: small talk number {i} about rain, gardens and trains", {"part": "chat"}, scope)
+    asked = store.remember("Ann: Who played the music at your wedding in June?", {"part": "chat"}, scope)
+    store.remember("a note of another agent written in between", None, other)
+    store.forget(store.remember("Bo: (typing)", {"part": "chat"}, scope))
+    reply = store.remember("Bo: It was Jan Kowal, he was incredible!", {"part": "chat"}, scope)
+    for i in range(6):
+        store.remember(f"Bo: more small talk number {i} about cats and coffee", {"part": "chat"}, scope)
+    hits = store.search_hybrid("Who played the music at the wedding in June?", scope, limit=3)
+    assert [h.id for h in hits[:2]] == [asked, reply]
+    assert hits[0].score >= hits[1].score
+    # a turn that asks nothing gives its successor nothing (the answer follows a question)
+    said = store.remember("Ann: The music at the wedding in June was played by a band.", {"part": "chat"}, scope)
+    after = store.remember("Bo: Cats and coffee, number 9", {"part": "chat"}, scope)
+    hits = store.search_hybrid("Who played the music at the wedding in June?", scope, limit=20)
+    ids = [h.id for h in hits]
+    assert {asked, said, reply} == set(ids[:3])
+    assert after not in ids[:5]
+    # the reply is a candidate only where the filters admit it
+    store.edit(reply, metadata={"part": "other"})
+    assert reply not in {h.id for h in store.search_hybrid("Who played the music at the wedding in June?", scope, {"part": "chat"}, 5)}
+
+
 def test_edit_reembeds_changed_content_only(make_store: Any, scope: Scope) -> None:
     emb = CountingEmbedder()
     store = make_store(emb)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from atomic_agents.memory import RELEVANCE_FLOOR, HashingEmbedder
 from atomic_agents.memory._scoring import (
+    asks,
     DEFAULT,
     GENERIC,
     bm25,
@@ -30,6 +32,8 @@ from atomic_agents.memory._scoring import (
     tokens,
 )
 
+#: the default constants with a conversation context share (hy_ctx) whatever DEFAULT's is
+CTX = replace(DEFAULT, hy_ctx=0.5)
 unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 cosine = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
 
@@ -231,3 +235,73 @@ def test_the_name_signal_moves_scores_not_the_order(cos: dict[int, float], ev: d
         seen_lacking = seen_lacking or k in lacking
         if not seen_lacking:  # no lacking hit at or above this one: its score is untouched
             assert s_n == s_p
+
+
+@given(
+    st.dictionaries(st.integers(0, 40), cosine, max_size=20),
+    st.dictionaries(st.integers(0, 40), unit, max_size=20),
+    st.dictionaries(st.integers(0, 40), unit, max_size=20),
+)
+def test_a_candidate_takes_a_share_of_a_better_matching_predecessor_and_nothing_else(
+    cos: dict[int, float], ev: dict[int, float], cov: dict[int, float]
+) -> None:
+    # each key k follows k - 1 (a conversation written in order); hy_ctx = 0 is the plain fusion
+    follows = {k: k - 1 for k in range(1, 41)}
+    off = replace(DEFAULT, hy_ctx=0.0)
+    plain = {k: s for s, k in fuse_pool(cos, ev, off, cov)}
+    own = {k for k, c in cos.items() if c > 0} | {k for k, e in ev.items() if e > 0}
+    best = max(ev.values(), default=0.0)
+
+    def signals(k: int) -> tuple[float, float]:
+        c, e, v = cos.get(k, 0.0), ev.get(k, 0.0), cov.get(k, 0.0)
+        rel = e / best if best > 0 else 0.0
+        return hybrid_rank(c, e, rel, CTX, v), hybrid_score(c, e, rel, CTX, v)
+
+    def lifted(k: int) -> tuple[float, float]:
+        r, s = signals(k)
+        if k - 1 not in own:
+            return r, s
+        pr, ps = signals(k - 1)
+        return r + CTX.hy_ctx * max(0.0, pr - r), s + CTX.hy_ctx * max(0.0, ps - s)
+
+    fused = fuse_pool(cos, ev, CTX, cov, (), follows)
+    keys = [k for _, k in fused]
+    # a candidate with no signal of its own joins only as the successor of one that has some
+    assert set(keys) == own | {k for k in range(1, 41) if k - 1 in own}
+    assert keys == sorted(keys, key=lambda k: (lifted(k)[0], k), reverse=True)
+    for (s_hi, _), (s_lo, k) in itertools.pairwise(fused):
+        assert s_lo == min(s_hi, lifted(k)[1])
+    if not any(k - 1 in own for k in range(1, 41)):
+        assert {k: s for s, k in fused} == plain
+
+
+def test_context_lifts_the_reply_after_a_matching_turn_only() -> None:
+    # 0: a filler, 1: the turn the query matches, 2: the reply (no signal of its own), 3: a weaker match
+    cos, ev, cov = {0: 0.2, 1: 0.8, 3: 0.5}, {1: 0.9, 3: 0.4}, {1: 1.0, 3: 0.5}
+    assert DEFAULT.hy_ctx > 0.0  # the default model's constants use it
+    off = [k for _, k in fuse_pool(cos, ev, replace(DEFAULT, hy_ctx=0.0), cov, (), {2: 1})]
+    on = [k for _, k in fuse_pool(cos, ev, DEFAULT, cov, (), {2: 1})]
+    assert off == [1, 3, 0] and on == [1, 2, 3, 0]
+    # a predecessor that matches worse changes nothing
+    assert [k for _, k in fuse_pool(cos, ev, DEFAULT, cov, (), {1: 0})] == [1, 3, 0]
+
+
+@pytest.mark.parametrize(
+    ("text", "asked"),
+    [
+        ("Ann: Who played at the wedding?", True),
+        ("Ann: Who played at the wedding?  \n", True),
+        ('Ann: "Who played?"', True),
+        ("Ann: Really?!", True),
+        ("Ann: Wie war die Hochzeit? 🙂🎉", True),
+        ("アンさん：結婚式はどうでしたか？", True),
+        ("هل كان الحفل جميلا؟", True),
+        ("Ann: Who played? It was great.", False),
+        ("FAQ: how do I reset my password? Use the portal.", False),
+        ("Bo: It was Jan Kowal!", False),
+        ("", False),
+        ("?" + " " * 40, False),  # past the tail it looks at
+    ],
+)
+def test_a_memory_asks_when_its_last_sentence_mark_is_a_question_mark(text: str, asked: bool) -> None:
+    assert asks(text) is asked

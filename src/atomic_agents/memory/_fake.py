@@ -14,6 +14,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
@@ -45,6 +46,7 @@ from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check
 from ._scoring import (
     HYBRID_POOL,
     bm25,
+    asks,
     calibration_for,
     fuse_pool,
     idf,
@@ -220,6 +222,12 @@ class InMemoryMemoryStore:
             if m.scope_key() == key and m.is_live(now) and (not filters or metadata_matches(m.metadata, filters))
         ]
 
+    def _next_in_timeline(self, scope: Scope) -> dict[str, str]:
+        """``id -> id`` of the live memory written right after it in ``scope`` (``(created_at, write order)``)."""
+        order = {mid: i for i, mid in enumerate(self._mems)}
+        line = sorted(self._live(scope), key=lambda m: (m.created_at, order[m.id]))
+        return {a.id: b.id for a, b in itertools.pairwise(line)}
+
     def _counts(self, content: str) -> Counter[str]:
         got = self._tokens.get(content)
         if got is None:
@@ -326,13 +334,17 @@ class InMemoryMemoryStore:
         by_kw = sorted((m for m in pool if m.id in ev), key=lambda m: -ev[m.id])[:depth]
         seq = {m.id: i for i, m in enumerate(pool)}
         cands = {seq[m.id]: m for m in [*by_cos, *by_kw]}
+        # each candidate's successor in its scope's timeline joins the pool (the reply to a matching turn)
+        nxt = self._next_in_timeline(sc)
+        follows = {seq[nxt[m.id]]: k for k, m in cands.items() if nxt.get(m.id) in seq and asks(m.content)}
+        cands.update((n, pool[n]) for n in follows)
         pool_cos = {k: cos[m.id] for k, m in cands.items() if m.id in cos}
         pool_ev = {k: ev[m.id] for k, m in cands.items() if m.id in ev}
         pool_cov = {k: coverage[m.id] for k, m in cands.items() if m.id in coverage}
         names = query_names(q)  # a candidate lacking one scores lower (memory/_scoring.py)
         lacking = {k for k, m in cands.items() if any(not self._counts(m.content)[t] for t in names)}
         cal = calibration_for(self.embedder)
-        fused = [(s, k) for s, k in fuse_pool(pool_cos, pool_ev, cal, pool_cov, lacking) if s > 0.0]
+        fused = [(s, k) for s, k in fuse_pool(pool_cos, pool_ev, cal, pool_cov, lacking, follows) if s > 0.0]
         if rerank:  # the opt-in stage (memory/_rerank.py), as on SQLite
             from ._rerank import RERANK_DEPTH, rerank as _rerank
 

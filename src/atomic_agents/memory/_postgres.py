@@ -68,6 +68,7 @@ from ._postgres_stats import backfill, compact, insert_docs, pending, row_stats
 
 from ._scoring import (
     HYBRID_POOL,
+    asks,
     calibration_for,
     fuse_pool,
     keyword_score,
@@ -514,7 +515,9 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
             mems = {k: m for k, _, m in found}
             kw = {k: e for k, e, _ in kw_hits}
             mems.update({k: m for k, _, m in kw_hits})
-            missing = [k for k in kw if k not in cos]
+            # each candidate's successor in its scope's timeline joins the pool (the reply to a matching turn)
+            follows = self._successors(mems, sc, flt)
+            missing = [k for k in mems if k not in cos]
             if missing:
                 dim = self.embedder.dimension
                 for k, d in self._read(
@@ -527,13 +530,34 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
         names = query_names(q)  # a candidate lacking one scores lower (memory/_scoring.py)
         keys = list(mems) if names else []
         lacking = {k for k, t in zip(keys, tokens([mems[k].content for k in keys]), strict=True) if not names <= set(t)}
-        fused = [(s, k) for s, k in fuse_pool(cos, kw, calibration_for(self.embedder), coverage, lacking) if s > 0.0]
+        fused = [(s, k) for s, k in fuse_pool(cos, kw, calibration_for(self.embedder), coverage, lacking, follows) if s > 0.0]
         if rerank:  # the opt-in stage (memory/_rerank.py), as on SQLite
             from ._rerank import RERANK_DEPTH, rerank as _rerank
 
             head = fused[: max(lim, RERANK_DEPTH)]
             fused = _rerank(q, head, cos, kw, {k: mems[k].content for _, k in head}, self.embedder)
         return [Hit(mems[k], s) for s, k in fused if s > 0.0][:lim]  # no signal at all is not a hit
+
+    def _successors(self, mems: dict[int, Memory], sc: Scope, filters: Mapping[str, Any]) -> dict[int, int]:
+        """``reply -> key``: for each of ``mems`` that asks something (:func:`~._scoring.asks`), the live
+        memory written right after it in its scope, if it passes ``filters`` (``list_memories``' order,
+        ``(created_at, seq)``: one seek of ``ix_memories_timeline`` each); replies not in ``mems`` join it."""
+        asking = [k for k, m in mems.items() if asks(m.content)]
+        if not asking:
+            return {}
+        rows = self._read(
+            f"SELECT k.seq, n.* FROM memories k CROSS JOIN LATERAL (SELECT {_COLS} FROM memories m WHERE {_SCOPE}"
+            f" AND {_LIVE} AND (m.created_at, m.seq) > (k.created_at, k.seq) ORDER BY m.created_at, m.seq LIMIT 1) n"
+            " WHERE k.seq = ANY(%s)",
+            [*sc.key(), time.time(), asking],
+        )
+        out: dict[int, int] = {}
+        for row in rows:
+            nxt = _memory(row[1:])
+            if not filters or metadata_matches(nxt.metadata, filters):
+                mems.setdefault(row[1], nxt)
+                out[row[1]] = row[0]
+        return out
 
     def list_memories(
         self, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 1000

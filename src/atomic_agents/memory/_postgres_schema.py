@@ -22,7 +22,7 @@ from ..exceptions import SchemaVersionError
 __all__ = ["PG_SCHEMA_VERSION", "TS_CONFIG", "ensure_schema", "ensure_vector_index", "vector_index_name"]
 
 #: Bumped by each entry appended to ``_MIGRATIONS``; never edit a shipped migration.
-PG_SCHEMA_VERSION = 3
+PG_SCHEMA_VERSION = 4
 #: Shards of the row counter (``memory_rows``, migration 2): concurrent writers land on
 #: different rows (by backend pid), so they rarely wait on one another's row lock.
 ROW_COUNT_SHARDS = 16
@@ -187,6 +187,11 @@ _MIGRATIONS: dict[int, list[str]] = {
         " FOR EACH STATEMENT EXECUTE FUNCTION atomic_agents_erase_docs()",
         "CREATE TRIGGER memory_stats_stale BEFORE UPDATE OF content ON memories"
         " FOR EACH ROW EXECUTE FUNCTION atomic_agents_stale_docs()",
+    ],
+    # a scope's timeline in list_memories' order, (created_at, seq): the hybrid pool's successor of
+    # each candidate is one seek (SQLite's ix_memories_scope ends in the rowid, which is seq)
+    4: [
+        "CREATE INDEX ix_memories_timeline ON memories (agent_id, user_id, org_id, workspace_id, deleted_at, created_at, seq)",
     ],
 }
 

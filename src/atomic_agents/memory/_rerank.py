@@ -92,10 +92,10 @@ class RerankCalibration:
 
 
 #: Fitted on the dev split of bench/data/recall_eval for all-MiniLM-L6-v2 (int8), over the hybrid
-#: list ranked with keyword coverage.
+#: list ranked with keyword coverage and the conversation context (``hy_ctx``).
 DEFAULT_RERANK = RerankCalibration(
-    score=(-0.775, -0.848, -4.930, 15.932, 2.833), bias=-6.352,
-    order=(8.590, 11.176, -7.272, 20.152, 0.722),
+    score=(0.885, 0.994, -5.458, 13.536, 2.475), bias=-6.061,
+    order=(6.242, 10.546, -7.362, 21.069, 0.795),
 )  # fmt: skip
 _FITTED = {"all-MiniLM-L6-v2-onnx-int8": DEFAULT_RERANK}
 

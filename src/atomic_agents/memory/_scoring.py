@@ -31,7 +31,7 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
   (:data:`HYBRID_POOL` each, or ``4 * limit``) and every candidate gets all signals.
   Candidates are *ranked* by ``h_c * c + h_e * e + h_k * k + h_v * v**2`` (a pairwise
   logistic ranker's direction; the square rewards holding *all* of the query's words far
-  more than holding some) and *scored* by
+  more than holding some), a reply taking ``hy_ctx`` of its question's lead (below), and *scored* by
   ``sigma(s_c * c + [e > 0] * (s_m + s_cm * max(c, 0) * (1 - v**2)) + s_v * v**2 + s_n * n + s_b)``
   (the default model's map; ``s_e * e + s_k * k`` join it for GENERIC), capped at the score
   of the hit ranked above (scores never rise down the list; the top-1's is its own).
@@ -43,6 +43,11 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
   cannot answer is that hit's cosine, how much of the query it holds, and whether it holds
   the names asked about.
 
+  The reply to a question: the candidate written right after one that ends on a question
+  (:func:`asks`), in the same scope's timeline, joins the pool, and when the question matches
+  better it takes ``hy_ctx`` of the difference in ranking key and in score (:func:`fuse_pool`).
+  In a chat the answer is often the reply, sharing no word with what was asked.
+
   Why the step ``[e > 0]``: on a right top-1 and an unanswerable query's top-1 alike, ``e``
   and ``v`` correlate at 0.99, and a fit over both gave ``e`` a negative weight, so the score
   fell as a memory held more of the query. What the data says is narrower: at one cosine, a
@@ -52,7 +57,9 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
   Past the step the score never falls as the memory holds more (``e``, ``k``, ``v``), and a
   memory holding every word scores above one holding none at the same cosine.
 
-Constants are fitted for the default model (:data:`DEFAULT`, keyed by its
+The ranking (``h_*`` and ``hy_ctx``) is fitted on the dev questions of both labelled sets
+(``bench/data/recall_eval`` and the long conversations of ``bench/data/longconv``), the score
+maps on the first's alone. Constants are fitted for the default model (:data:`DEFAULT`, keyed by its
 ``model_id``); other embedders (the test fake) get :data:`GENERIC`, whose semantic
 map is the identity on clipped cosine, so their recall scores are the cosines
 they always were, and whose hybrid score is one logistic of the ranking key.
@@ -86,10 +93,13 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 __all__ = [
+    "ASKS_TAIL",
     "DEFAULT",
     "GENERIC",
     "HYBRID_POOL",
+    "QUESTION_MARKS",
     "Calibration",
+    "asks",
     "bm25",
     "calibration_for",
     "fts_query",
@@ -336,6 +346,9 @@ class Calibration:
     #: added to the score map's cosine weight for a hit that matches a query word, in proportion
     #: to the share of the query's IDF mass it lacks (``1 - v**2``)
     sc_cm: float = 0.0
+    #: the share of a better-matching predecessor's ranking key and score a hybrid candidate
+    #: takes (:func:`fuse_pool`'s ``follows``: the memory written just before it in its scope)
+    hy_ctx: float = 0.0
     #: identity semantic map (clipped cosine) instead of the logistic one
     raw_semantic: bool = False
     #: added to cosines before the hybrid map: puts another embedder's relevance floor
@@ -353,8 +366,8 @@ def _sigma(x: float) -> float:
 #: Fitted for the default model (all-MiniLM-L6-v2, int8) on the dev split of
 #: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
 DEFAULT = Calibration(
-    sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=15.511, hy_e=1.966, hy_k=-3.429, hy_v=16.751,
-    sc_c=12.546, sc_cm=-7.728, sc_e=0.0, sc_k=0.0, sc_m=-0.791, sc_v=1.703, sc_n=-2.399, sc_b=-4.104,
+    sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=9.061, hy_e=-6.412, hy_k=0.214, hy_v=20.161, hy_ctx=0.9,
+    sc_c=12.365, sc_cm=-6.208, sc_e=0.0, sc_k=0.0, sc_m=-1.472, sc_v=3.050, sc_n=-1.596, sc_b=-4.241,
 )  # fmt: skip
 #: For other embedders: semantic scores stay clipped cosines; keyword scores and the hybrid
 #: ranking use DEFAULT's constants. The hybrid score keeps one logistic of the ranking key
@@ -362,8 +375,8 @@ DEFAULT = Calibration(
 #: default model's cosine levels (a hit with no keyword match passes 0.45 from cosine 0.39),
 #: which a shifted foreign cosine does not share.
 GENERIC = Calibration(**{
-    **DEFAULT.__dict__, "raw_semantic": True, "sc_c": 3.193, "sc_e": 0.405, "sc_k": -0.706, "sc_v": 3.448, "sc_m": 0.0, "sc_cm": 0.0,
-    "sc_n": -1.814, "sc_b": -1.310,
+    **DEFAULT.__dict__, "raw_semantic": True, "sc_c": 2.120, "sc_e": -1.500, "sc_k": 0.050, "sc_v": 4.717, "sc_m": 0.0, "sc_cm": 0.0,
+    "sc_n": -1.489, "sc_b": -0.680,
 })  # fmt: skip
 _FITTED = {"all-MiniLM-L6-v2-onnx-int8": DEFAULT}
 
@@ -430,12 +443,38 @@ def hybrid_score(
     return _sigma(z + partial + (cal.sc_n if lacks_name else 0.0))
 
 
+#: The question marks of :func:`asks`: as typed in Latin, Cyrillic and Greek text, full-width
+#: (CJK) and Arabic.
+QUESTION_MARKS = "?\uff1f\u061f"
+#: How far from the end :func:`asks` looks (past trailing spaces, quotes, brackets, emoji).
+ASKS_TAIL = 32
+
+
+def asks(text: str) -> bool:
+    """Whether a memory ends by asking something: its last sentence mark is a question mark.
+
+    Trailing spaces, quotes, brackets, emoji and ``!`` are looked past ("Really?!"), so a chat
+    turn that ends on a question counts and a note with a question in its title does not.
+    Its successor in the scope is then its reply (:func:`fuse_pool`).
+
+    >>> asks("Bo: Who played at the wedding? 🙂"), asks("It was Jan Kowal!"), asks("FAQ: why? See below.")
+    (True, False, False)
+    """
+    for ch in reversed(text[-ASKS_TAIL:]):
+        if ch in QUESTION_MARKS:
+            return True
+        if ch.isalnum() or ch in ".,;:\u2026\u3002":
+            return False
+    return False
+
+
 def fuse_pool(
     cosines: Mapping[int, float],
     evidence: Mapping[int, float],
     cal: Calibration,
     coverage: Mapping[int, float] | None = None,
     lacking: Container[int] = (),
+    follows: Mapping[int, int] | None = None,
 ) -> list[tuple[float, int]]:
     """``(score, key)`` for every candidate with some signal (cosine > 0 or evidence > 0), best first.
 
@@ -444,17 +483,32 @@ def fuse_pool(
     rise down the list and the top-1's score is its own calibrated estimate. ``coverage``
     (``key -> share of the query's IDF mass``) is 0 for a key it leaves out; ``lacking`` holds
     the keys that lack a name the query asks about (:func:`query_names`).
+
+    ``follows`` (``key -> its predecessor``: a candidate written right after a candidate that ends
+    on a question, :func:`asks`, in the same scope) is the context of a conversation: the answer is
+    often the reply to the turn that matches the query, and shares none of its words ("Who played
+    at the wedding?" ... "It was Jan Kowal!"). A reply whose question matches better takes
+    ``hy_ctx`` of the difference, in ranking key and in score: ``r' = r + hy_ctx * max(0, r_q - r)``,
+    from the question's own values (no chains); a reply with no signal of its own joins the list.
     """
-    keys = {k for k, c in cosines.items() if c > 0.0} | {k for k, e in evidence.items() if e > 0.0}
+    signal = {k for k, c in cosines.items() if c > 0.0} | {k for k, e in evidence.items() if e > 0.0}
+    follows = {k: p for k, p in follows.items() if p in signal} if follows and cal.hy_ctx else {}
+    keys = signal | follows.keys()  # a reply sharing nothing with the query is still the reply
     if not keys:
         return []
     best = max(evidence.values(), default=0.0)
     cov = coverage or {}
-    ranked = []
+    own: dict[int, tuple[float, float]] = {}
     for k in keys:
         c, e, v = cosines.get(k, 0.0), evidence.get(k, 0.0), cov.get(k, 0.0)
         rel = e / best if best > 0.0 else 0.0
-        ranked.append((hybrid_rank(c, e, rel, cal, v), k, hybrid_score(c, e, rel, cal, v, k in lacking)))
+        own[k] = (hybrid_rank(c, e, rel, cal, v), hybrid_score(c, e, rel, cal, v, k in lacking))
+    ranked = []
+    for k, (r, s) in own.items():
+        prev = own.get(follows[k]) if k in follows else None
+        if prev is not None:
+            r, s = r + cal.hy_ctx * max(0.0, prev[0] - r), s + cal.hy_ctx * max(0.0, prev[1] - s)
+        ranked.append((r, k, s))
     ranked.sort(reverse=True)
     out, cap = [], 1.0
     for _, k, score in ranked:

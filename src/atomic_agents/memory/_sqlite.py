@@ -63,7 +63,9 @@ from ._models import (
     check_query,
 )
 from ._scoring import (
+    ASKS_TAIL,
     HYBRID_POOL,
+    asks,
     calibration_for,
     fts_query,
     fuse_pool,
@@ -518,9 +520,14 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         cos.update(index.scores_for(qv, [k for k in kw if k not in cos]))
         if matches:
             kw.update((k, keyword_evidence(-matches[k], found_kw.mass)) for k in cos if k not in kw and k in matches)
+        # each candidate's successor in its scope's timeline joins the pool (the reply to a matching turn)
+        follows = self._successors(cos.keys() | kw.keys(), sc, flt)
+        new = [k for k in follows if k not in cos and k not in kw]
+        cos.update(index.scores_for(qv, new))
+        kw.update((k, keyword_evidence(-matches[k], found_kw.mass)) for k in new if k in matches)
         cal = calibration_for(self.embedder)
         lacking = found_kw.lacking(cos.keys() | kw.keys())  # lacks a name the question asks about
-        fused = [(s, k) for s, k in fuse_pool(cos, kw, cal, found_kw.coverage(kw), lacking) if s > 0.0]
+        fused = [(s, k) for s, k in fuse_pool(cos, kw, cal, found_kw.coverage(kw), lacking, follows) if s > 0.0]
         if not rerank:
             top = fused[:lim]
             mems = self._fetch([k for _, k in top])
@@ -532,6 +539,38 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
             texts = {k: m.content for k, m in mems.items()}
             top = [(s, k) for s, k in _rerank(q, head, cos, kw, texts, self.embedder) if s > 0.0][:lim]
         return [Hit(mems[k], s) for s, k in top if k in mems]
+
+    def _successors(self, keys: Iterable[int], sc: Scope, filters: Mapping[str, Any]) -> dict[int, int]:
+        """``reply -> key``: for each key that asks something (:func:`~._scoring.asks`), the live memory
+        written right after it in its scope, if it passes ``filters``.
+
+        The scope's timeline is ``list_memories``' order, ``(created_at, seq)``; two index seeks per
+        key (the same instant, then later ones), so a bulk write of one instant costs no scan.
+        """
+        ks = sorted(keys)
+        if not ks:
+            return {}
+        now = time.time()
+        nxt = (
+            "SELECT m.seq FROM memories m WHERE {scope} AND {live} AND m.created_at {op} k.created_at{more}"
+            " ORDER BY m.created_at, m.seq LIMIT 1"
+        )
+        same = nxt.format(scope=_SCOPE, live=_LIVE, op="=", more=" AND m.seq > k.seq")
+        later = nxt.format(scope=_SCOPE, live=_LIVE, op=">", more="")
+        out: dict[int, int] = {}
+        for start in range(0, len(ks), 500):
+            part = ks[start : start + 500]
+            rows = self._read(
+                f"SELECT k.seq, substr(k.content, -{ASKS_TAIL}), coalesce(({same}), ({later})) FROM memories k"
+                f" WHERE k.seq IN ({','.join('?' * len(part))})",
+                [*sc.key(), now, *sc.key(), now, *part],
+            )
+            out.update((n, k) for k, tail, n in rows if n is not None and asks(tail))
+        if filters and out:
+            marks = ",".join("?" * len(out))
+            meta = dict(self._read(f"SELECT m.seq, m.metadata FROM memories m WHERE m.seq IN ({marks})", list(out)))
+            out = {n: k for n, k in out.items() if n in meta and metadata_matches(json.loads(meta[n]), filters)}
+        return out
 
     def list_memories(
         self, scope: Scope, filters: Mapping[str, Any] | None = None, limit: int = 1000
