@@ -628,6 +628,28 @@ def rerank_latency(store: SQLiteMemoryStore, queries: list[str], reps: int) -> l
     return rows
 
 
+def context_latency(stores: Sequence[tuple[SQLiteMemoryStore, Scope, list[str]]], reps: int) -> list[tuple[str, str, str, str]]:
+    """p50 per query of ``search_hybrid`` (limit 5) against the same call without the reply context
+    (``_successors`` patched to find none: the hybrid path before it), interleaved, per store."""
+    out = []
+    for store, scope, queries in stores:
+        times: dict[str, list[float]] = {"with": [], "without": []}
+        for i in range(reps):
+            q = queries[i % len(queries)]
+            for name in times:
+                if name == "without":
+                    store._successors = lambda *_a: {}  # type: ignore[method-assign]
+                t0 = time.perf_counter()
+                store.search_hybrid(q, scope, limit=5)
+                times[name].append((time.perf_counter() - t0) * 1000)
+                store.__dict__.pop("_successors", None)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        rows = store._read("SELECT count(*) FROM memories")[0][0]
+        out.append((f"search_hybrid p50 per query, limit 5 ({rows:,} memories, {scope.agent_id})", f"{med['with']:.2f}",
+                    f"{med['without']:.2f} without the reply context ({med['with'] - med['without']:+.2f} ms)", "about as fast"))  # fmt: skip
+    return out
+
+
 def name_signal_latency(store: SQLiteMemoryStore, queries: list[str], reps: int) -> tuple[str, str, str, str]:
     """p50 per query of ``search_hybrid`` (limit 5) against the same call without the name signal
     (``name_words`` patched to find no name: the hybrid path before it), interleaved."""
@@ -865,6 +887,11 @@ def run(argv: Sequence[str] | None = None) -> None:
         for row in rerank_latency(store, [q["query"] for q in queries], args.rerank_reps):
             print("| " + " | ".join(row) + " |", flush=True)
         print("| " + " | ".join(name_signal_latency(store, [q["query"] for q in queries], 4 * len(queries))) + " |", flush=True)
+        timed = [(store, SCOPE, [q["query"] for q in queries])]
+        if lc.stores:
+            timed.append((lc.stores[0], _mem_longconv.SCOPE, [q for q, n in zip(lc.queries, lc.store_of, strict=True) if n == 0]))
+        for row in context_latency(timed, 2 * len(queries)):
+            print("| " + " | ".join(row) + " |", flush=True)
         store.close()
         lc.close()
         if args.latency:
