@@ -65,6 +65,7 @@ from ._models import (
 from ._scoring import (
     ASKS_TAIL,
     HYBRID_POOL,
+    QUESTION_MARKS,
     asks,
     calibration_for,
     fts_query,
@@ -557,13 +558,14 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         )
         same = nxt.format(scope=_SCOPE, live=_LIVE, op="=", more=" AND m.seq > k.seq")
         later = nxt.format(scope=_SCOPE, live=_LIVE, op=">", more="")
+        tail_has = " OR ".join(f"instr(substr(k.content, -{ASKS_TAIL}), ?) > 0" for _ in QUESTION_MARKS)
         out: dict[int, int] = {}
         for start in range(0, len(ks), 500):
             part = ks[start : start + 500]
             rows = self._read(
                 f"SELECT k.seq, substr(k.content, -{ASKS_TAIL}), coalesce(({same}), ({later})) FROM memories k"
-                f" WHERE k.seq IN ({','.join('?' * len(part))})",
-                [*sc.key(), now, *sc.key(), now, *part],
+                f" WHERE k.seq IN ({','.join('?' * len(part))}) AND ({tail_has})",  # asks() then decides
+                [*sc.key(), now, *sc.key(), now, *part, *QUESTION_MARKS],
             )
             out.update((n, k) for k, tail, n in rows if n is not None and asks(tail))
         if filters and out:
