@@ -22,12 +22,18 @@ class CountingEmbedder(HashingEmbedder):
 
 
 def pg_downgrade(cur: object, to: int) -> None:
-    """Put a PostgreSQL store's schema back to what package schema ``to`` (1, 2 or 3) left, rows kept.
+    """Put a PostgreSQL store's schema back to what package schema ``to`` (1, 2, 3 or 4) left, rows kept.
 
-    The reverse of migrations ``to + 1`` .. 4 (``memory/_postgres_schema.py``), for the tests
+    The reverse of migrations ``to + 1`` .. 5 (``memory/_postgres_schema.py``), for the tests
     that an old database is migrated (and backfilled) on open.
     """
     run = cur.execute  # type: ignore[attr-defined]
+    run("DROP INDEX ix_memory_docs_terms")
+    run("DROP INDEX ix_memory_docs_untallied")
+    run("ALTER TABLE memory_docs DROP COLUMN tfs")
+    if to == 4:
+        run("UPDATE store_meta SET value = '4' WHERE key = 'schema_version'")
+        return
     run("DROP INDEX ix_memories_timeline")
     if to == 3:
         run("UPDATE store_meta SET value = '3' WHERE key = 'schema_version'")

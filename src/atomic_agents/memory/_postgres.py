@@ -52,7 +52,6 @@ from ._postgres_sql import (
     is_dsn,
     redact_dsn,
     _fold,
-    _tsquery,
     _meta_params,
     _needs_python_check,
     _filter_sql,
@@ -63,7 +62,7 @@ from ._postgres_sql import (
 from ._base import memory_from_row as _memory
 from ._postgres_keyword import PostgresKeyword
 from ._postgres_leases import PostgresLeases, _lease, _server_now
-from ._postgres_schema import PG_SCHEMA_VERSION, TS_CONFIG, ensure_schema, ensure_vector_index, vector_index_name
+from ._postgres_schema import PG_SCHEMA_VERSION, ensure_schema, ensure_vector_index, vector_index_name
 from ._postgres_stats import backfill, compact, insert_docs, pending, row_stats
 
 from ._scoring import (
@@ -71,10 +70,10 @@ from ._scoring import (
     asks,
     calibration_for,
     fuse_pool,
+    keyword_coverage,
+    keyword_evidence,
     keyword_score,
-    query_names,
     semantic_score,
-    tokens,
 )
 from ._base import check_no_secrets  # the scanner loads with the first write
 from ._store import UNSET, Progress
@@ -223,7 +222,7 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
     )  # fmt: skip
 
     def _insert(
-        self, cur: Any, rows: Sequence[Sequence[Any]], stats: Sequence[tuple[int, str]], *, skip_existing: bool = False
+        self, cur: Any, rows: Sequence[Sequence[Any]], stats: Sequence[tuple[int, str, str]], *, skip_existing: bool = False
     ) -> int:
         """Insert ``rows`` (from :meth:`_row`) and their keyword counts (``stats``); returns how many went in.
 
@@ -353,7 +352,7 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
         new = prepare_edit(cur_mem, content, metadata, ttl_ms, unset=UNSET, now=now)
         changed = new.content != cur_mem.content
         h, vec = self._vectors_for([new.content])[0] if changed else (content_hash(cur_mem.content), None)
-        stats = row_stats([new.content])[0] if changed else (0, "")
+        stats = row_stats([new.content])[0] if changed else (0, "", "")
         text, jsonb = _meta_params(new.metadata)
 
         def tx(cur: Any) -> None:
@@ -415,12 +414,12 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
         now = time.time()
         where, params = _scope_filter_sql(sf)
         sql = "SELECT m.seq, m.id FROM memories m WHERE true"
-        if keywords:
-            tq = _tsquery(keywords)
-            if tq is None:
+        if keywords:  # the rows FTS5's OR of the words matches on SQLite (SQLite's tokens, schema 4)
+            matching = self._matching_seqs(keywords)
+            if matching is None:
                 return PruneReport(0, 0, dry_run, hard)
-            sql += f" AND m.tsv @@ to_tsquery('{TS_CONFIG}', %s)"
-            params = [tq, *params]
+            sql += " AND m.seq = ANY(%s)"
+            params = [matching, *params]
         sql += where
         if not hard:
             sql += " AND m.deleted_at = 0"
@@ -526,10 +525,11 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
                     [qv, missing],
                 ):
                     cos[k] = _cosine(d)
-            kw, coverage = self._keyword_signals(q, mems)  # every candidate on one footing (one average length)
-        names = query_names(q)  # a candidate lacking one scores lower (memory/_scoring.py)
-        keys = list(mems) if names else []
-        lacking = {k for k, t in zip(keys, tokens([mems[k].content for k in keys]), strict=True) if not names <= set(t)}
+            # every candidate on one footing (one average length), from the stored term counts; a
+            # candidate lacking a name the question asks about scores lower (memory/_scoring.py)
+            bm, matched, lacking, mass = self._signals_of(q, list(mems))
+        kw = {k: keyword_evidence(b, mass) for k, b in bm.items()}
+        coverage = {k: keyword_coverage(v, mass) for k, v in matched.items()}
         fused = [(s, k) for s, k in fuse_pool(cos, kw, calibration_for(self.embedder), coverage, lacking, follows) if s > 0.0]
         if rerank:  # the opt-in stage (memory/_rerank.py), as on SQLite
             from ._rerank import RERANK_DEPTH, rerank as _rerank

@@ -12,17 +12,15 @@ import contextlib
 import json
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._base import memory_from_row as _memory
 from ._base import metadata_matches
 from ._models import Memory, Scope
-from ._postgres_schema import TS_CONFIG
-from ._postgres_sql import _COLS, _LIVE, _SCOPE, _filter_sql, _needs_python_check, _tsquery
+from ._postgres_sql import _COLS, _LIVE, _SCOPE, _filter_sql, _needs_python_check
 from ._postgres_stats import KeywordStats, backfill, read_stats, stem_key
-from ._scoring import bm25, idf, keyword_coverage, keyword_evidence, query_stems, semantic_query, tokens
+from ._scoring import B, K1, idf, keyword_coverage, keyword_evidence, keyword_terms, query_names, query_stems, semantic_query, tokens
 
 __all__ = ["PostgresKeyword"]
 
@@ -49,12 +47,12 @@ class PostgresKeyword:
         """
         outer = getattr(_held, "stats", None)
         if outer is None:
-            _held.stats = {}
+            _held.stats, _held.plans = {}, {}
         try:
             yield
         finally:
             if outer is None:
-                _held.stats = None
+                _held.stats = _held.plans = None
 
     def _stats(self, keys: Sequence[str]) -> KeywordStats:
         """The corpus statistics of these stem keys, every row counted first (see :mod:`._postgres_stats`)."""
@@ -91,29 +89,124 @@ class PostgresKeyword:
         idfs, st = self._query_idf(query)
         return semantic_query(query, idfs, st.rows) if st is not None else query
 
-    def _bm25(self, query: str, mems: Mapping[int, Memory]) -> tuple[dict[int, float], dict[int, float], float]:
-        """``(bm25, matched IDF, IDF mass)`` of each given memory holding a query stem.
+    def _plan(self, query: str) -> _Plan | None:
+        """The query as FTS5 reads it (``None``: no word has a token), with every number its BM25 needs."""
+        memo: dict[Any, _Plan | None] | None = getattr(_held, "plans", None)
+        if memo is not None and (id(self), query) in memo:
+            return memo[(id(self), query)]
+        words = keyword_terms(query)
+        toks = [t for t in tokens(words) if t]
+        if not toks:
+            return None
+        idfs, st = self._query_idf(query)  # the first stems' IDF: the mass, the coverage weights
+        assert st is not None
+        phrases = [tuple(stem_key(t) for t in ts) for ts in toks]
+        rows: dict[tuple[str, ...], dict[int, int]] = {}
+        for ph in phrases:
+            if len(ph) > 1 and ph not in rows:
+                rows[ph] = self._phrase_rows(ph)
+        weights = [
+            idf(st.rows, len(rows[ph]) if len(ph) > 1 else st.hits.get(ph[0], 0)) for ph in phrases
+        ]  # FTS5: a phrase's IDF counts the rows holding the phrase
+        named = query_names(query)
+        seen: set[str] = set()
+        cover: list[tuple[int, float]] = []
+        names: list[int] = []
+        for i, ts in enumerate(toks):
+            if ts[0] not in seen:  # a stem's IDF counts once, on its first word (as SQLite's coverage)
+                seen.add(ts[0])
+                cover.append((i, idfs[ts[0]]))
+                if ts[0] in named:
+                    names.append(i)
+        plan = _Plan(phrases, weights, rows, st.avg_length, sum(idfs.values()), cover, names)
+        if memo is not None:
+            memo[(id(self), query)] = plan
+        return plan
 
-        BM25 as FTS5 computes it for the query's ``OR`` of words: a sum over the words, so
-        two words with one stem count it twice; the IDF mass counts each stem once.
+    def _phrase_rows(self, phrase: tuple[str, ...]) -> dict[int, int]:
+        """``seq -> instances`` of a phrase of several stems (a ``snake_case`` word) in every row holding it.
+
+        FTS5 matches such a word as a phrase: its stems at consecutive positions. Rows holding
+        all of them (the GIN index) are tokenized again and their instances counted.
         """
-        if not mems:
-            return {}, {}, 0.0
-        idfs, avg = self._idf_and_avg(query)
-        if not idfs:
-            return {}, {}, 0.0
-        weights = Counter(query_stems(query))
-        per_word = {t: w * weights[t] for t, w in idfs.items()}
-        keys = list(mems)
-        counts = [Counter(t) for t in tokens([mems[k].content for k in keys])]
-        scores, matched = {}, {}
-        for k, c in zip(keys, counts, strict=True):
-            if any(c[t] for t in idfs):
-                scores[k] = bm25(c, sum(c.values()), avg, per_word)
-                matched[k] = sum(w for t, w in idfs.items() if c[t])
-        return scores, matched, sum(idfs.values())
+        found = self._read(
+            "SELECT d.seq, m.content FROM memory_docs d JOIN memories m ON m.seq = d.seq WHERE d.terms @> %s::text[]",
+            [list(phrase)],
+        )
+        out: dict[int, int] = {}
+        k = len(phrase)
+        for (seq, _), ts in zip(found, tokens([r[1] for r in found]), strict=True):
+            keys = [stem_key(t) for t in ts]
+            n = sum(1 for i in range(len(keys) - k + 1) if tuple(keys[i : i + k]) == phrase)
+            if n:
+                out[seq] = n
+        return out
 
-    def _keyword_signals(self, query: str, mems: Mapping[int, Memory]) -> tuple[dict[int, float], dict[int, float]]:
+    def _scored(self, plan: _Plan, where: str, params: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``SELECT seq, score, f0, f1, ... FROM memory_docs d ... WHERE <where>``: FTS5's bm25 of each row.
+
+        Term by term as ``fts5_aux.c`` computes it (the same double operations in the same order):
+        ``score += idf * ((f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl)))`` over the query's
+        phrases in order; ``f`` a stem's count (``tfs``) or a phrase's instances.
+        """
+        joins, fs, jp, fp = [], [], [], []
+        for i, ph in enumerate(plan.phrases):
+            if len(ph) == 1:
+                fs.append(f"coalesce(d.tfs[array_position(d.terms, %s::text)], 0)::float8 AS f{i}")
+                fp.append(ph[0])
+            else:
+                got = plan.rows[ph]
+                joins.append(f" LEFT JOIN unnest(%s::bigint[], %s::int[]) AS p{i}(seq, f) ON p{i}.seq = d.seq")
+                jp += [list(got), list(got.values())]
+                fs.append(f"coalesce(p{i}.f, 0)::float8 AS f{i}")
+        terms = " + ".join(f"%s::float8 * ((x.f{i} * %s::float8) / (x.f{i} + x.nrm))" for i in range(len(plan.phrases)))
+        tp: list[Any] = []
+        for w in plan.weights:
+            tp += [w, K1 + 1.0]
+        sql = (
+            f"SELECT d.seq, 0::float8 + {terms} AS score, {', '.join(f'x.f{i}' for i in range(len(plan.phrases)))}"
+            f" FROM memory_docs d{''.join(joins)} CROSS JOIN LATERAL"
+            f" (SELECT %s::float8 * (%s::float8 + %s::float8 * d.doc_len::float8 / %s::float8) AS nrm, {', '.join(fs)}) x"
+            f" WHERE {where}"
+        )
+        avg = plan.avg if plan.avg > 0 else 1.0
+        return sql, [*tp, *jp, K1, 1.0 - B, B, avg, *fp, *params]
+
+    def _matching(self, plan: _Plan) -> tuple[str, list[Any]]:
+        """The condition (on ``memory_docs d``) of a row FTS5's ``OR`` of the query's words matches."""
+        singles = sorted({ph[0] for ph in plan.phrases if len(ph) == 1})
+        multi = sorted({s for got in plan.rows.values() for s in got})
+        return "(d.terms && %s::text[] OR d.seq = ANY(%s::bigint[]))", [singles, multi]
+
+    def _bm25(self, query: str, mems: Mapping[int, Any]) -> tuple[dict[int, float], dict[int, float], float]:
+        """``(bm25, matched IDF, IDF mass)`` of each given row (by seq) that matches a query word.
+
+        BM25 as FTS5 computes it for the query's ``OR`` of words (every word a phrase of its
+        stems, a sum over them in order, from the stored term counts); the matched IDF and the
+        mass count each first stem once, as SQLite's coverage does.
+        """
+        scores, matched, _, mass = self._signals_of(query, list(mems))
+        return scores, matched, mass
+
+    def _signals_of(self, query: str, seqs: Sequence[int]) -> tuple[dict[int, float], dict[int, float], set[int], float]:
+        """``(bm25, matched IDF, rows lacking a name the query asks about, IDF mass)`` of these rows."""
+        plan = self._plan(query) if seqs else None
+        if plan is None:
+            return {}, {}, set(), 0.0
+        sql, params = self._scored(plan, "d.seq = ANY(%s::bigint[])", [list(seqs)])
+        scores, matched, lacking = {}, {}, set()
+        got = {r[0]: r for r in self._read(sql, params)}
+        for k in seqs:
+            r = got.get(k)
+            fs = r[2:] if r is not None else [0.0] * len(plan.phrases)
+            if any(fs[i] == 0 for i in plan.names):
+                lacking.add(k)
+            if r is not None and any(fs):
+                scores[k] = float(r[1])
+                matched[k] = sum(w for i, w in plan.cover if fs[i])
+        return scores, matched, lacking, plan.mass
+
+    def _keyword_signals(self, query: str, mems: Mapping[int, Any]) -> tuple[dict[int, float], dict[int, float]]:
         """Keyword evidence and keyword coverage of each given memory that matches a query word."""
         scores, matched, mass = self._bm25(query, mems)
         return (
@@ -121,26 +214,45 @@ class PostgresKeyword:
             {k: keyword_coverage(v, mass) for k, v in matched.items()},
         )
 
+    def _matching_seqs(self, query: str) -> list[int] | None:
+        """Every row (all scopes, forgotten ones too) FTS5's ``OR`` of the query's words matches; ``None``: no word."""
+        plan = self._plan(query)
+        if plan is None:
+            return None
+        where, params = self._matching(plan)
+        return [r[0] for r in self._read(f"SELECT d.seq FROM memory_docs d WHERE {where}", params)]
+
     def _keyword(
         self, query: str, scope: Scope, limit: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[int, float, Memory]]:
-        """``(seq, keyword evidence, memory)`` of the best matches: ts_rank pre-selects, BM25 ranks."""
-        tq = _tsquery(query)
-        if tq is None:
-            return []
-        flt = filters or {}
-        extra, fparams = _filter_sql(flt)
-        post = _needs_python_check(flt)
-        depth = max(limit * 4, 200)
-        rows = self._read(
-            f"SELECT {_COLS}, ts_rank(m.tsv, q, 1) AS r FROM memories m, to_tsquery('{TS_CONFIG}', %s) q"
-            f" WHERE m.tsv @@ q AND {_SCOPE} AND {_LIVE}{extra} ORDER BY r DESC, m.seq"
-            + ("" if post else " LIMIT %s"),
-            [tq, *scope.key(), time.time(), *fparams, *([] if post else [depth])],
-        )
+        """``(seq, keyword evidence, memory)`` of the ``limit`` best matches in FTS5's order (bm25, then row)."""
+        with self._one_read():
+            plan = self._plan(query)
+            if plan is None:
+                return []
+            flt = filters or {}
+            extra, fparams = _filter_sql(flt)
+            post = _needs_python_check(flt)
+            where, wparams = self._matching(plan)
+            inner, params = self._scored(plan, where, wparams)
+            rows = self._read(
+                f"SELECT {_COLS}, s.score FROM ({inner}) s JOIN memories m ON m.seq = s.seq"
+                f" WHERE {_SCOPE} AND {_LIVE}{extra} ORDER BY s.score DESC, m.seq" + ("" if post else " LIMIT %s"),
+                [*params, *scope.key(), time.time(), *fparams, *([] if post else [limit])],
+            )
         if post:
-            rows = [r for r in rows if metadata_matches(json.loads(r[3]), flt)][:depth]
-        mems = {r[0]: _memory(r) for r in rows}
-        scores, _, mass = self._bm25(query, mems)
-        ranked = sorted(scores, key=lambda k: (-scores[k], k))[:limit]  # FTS5's order: bm25 (uncapped), then row
-        return [(k, keyword_evidence(scores[k], mass), mems[k]) for k in ranked]
+            rows = [r for r in rows if metadata_matches(json.loads(r[3]), flt)][:limit]
+        return [(r[0], keyword_evidence(float(r[-1]), plan.mass), _memory(r)) for r in rows]
+
+
+class _Plan:
+    """A query as FTS5 reads it: its words' phrases (stem keys), each phrase's IDF, and the coverage weights."""
+
+    __slots__ = ("avg", "cover", "mass", "names", "phrases", "rows", "weights")
+
+    def __init__(
+        self, phrases: list[tuple[str, ...]], weights: list[float], rows: dict[tuple[str, ...], dict[int, int]],
+        avg: float, mass: float, cover: list[tuple[int, float]], names: list[int],
+    ) -> None:
+        self.phrases, self.weights, self.rows, self.avg = phrases, weights, rows, avg
+        self.mass, self.cover, self.names = mass, cover, names

@@ -22,7 +22,7 @@ from ..exceptions import SchemaVersionError
 __all__ = ["PG_SCHEMA_VERSION", "TS_CONFIG", "ensure_schema", "ensure_vector_index", "vector_index_name"]
 
 #: Bumped by each entry appended to ``_MIGRATIONS``; never edit a shipped migration.
-PG_SCHEMA_VERSION = 4
+PG_SCHEMA_VERSION = 5
 #: Shards of the row counter (``memory_rows``, migration 2): concurrent writers land on
 #: different rows (by backend pid), so they rarely wait on one another's row lock.
 ROW_COUNT_SHARDS = 16
@@ -192,6 +192,17 @@ _MIGRATIONS: dict[int, list[str]] = {
     # each candidate is one seek (SQLite's ix_memories_scope ends in the rowid, which is seq)
     4: [
         "CREATE INDEX ix_memories_timeline ON memories (agent_id, user_id, org_id, workspace_id, deleted_at, created_at, seq)",
+    ],
+    # Keyword candidates from SQLite's own tokens, ranked by FTS5's BM25 in SQL
+    # (``_postgres_keyword``): each counted row's term counts beside its stems (``tfs[i]``: how
+    # often ``terms[i]`` occurs), and a GIN index on the stems, so the rows holding a query stem
+    # are found without the English ``tsvector``. Rows counted before (``tfs IS NULL``, found
+    # through the partial index) get their counts from the store's backfill, as migration 3's
+    # rows do; so do rows an older package's process, still open, writes meanwhile.
+    5: [
+        "ALTER TABLE memory_docs ADD COLUMN tfs integer[]",
+        "CREATE INDEX ix_memory_docs_terms ON memory_docs USING gin (terms)",
+        "CREATE INDEX ix_memory_docs_untallied ON memory_docs (seq) WHERE tfs IS NULL",
     ],
 }
 

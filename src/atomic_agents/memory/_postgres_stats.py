@@ -24,6 +24,7 @@ it read, locked ``FOR KEY SHARE`` so that one erased meanwhile is not counted.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,8 +36,10 @@ __all__ = ["KeywordStats", "backfill", "compact", "insert_docs", "pending", "rea
 #: page, FTS5 tokens may be 32 KiB. ``#`` never occurs in a token (``unicode61`` splits on it).
 _MAX_KEY_BYTES = 256
 _BATCH = 1000
+#: Some counted row lacks its term counts (schema 4's ``tfs``): served by a partial index.
+_UNTALLIED = "EXISTS (SELECT 1 FROM memory_docs WHERE tfs IS NULL)"
 
-Stats = tuple[int, str]
+Stats = tuple[int, str, str]
 
 
 def stem_key(stem: str) -> str:
@@ -46,11 +49,18 @@ def stem_key(stem: str) -> str:
 
 
 def row_stats(contents: Sequence[str]) -> list[Stats]:
-    """``(doc_len, terms)`` per content: FTS5's token count and the distinct stem keys, space-separated.
+    """``(doc_len, terms, tfs)`` per content: FTS5's token count, the distinct stem keys and their counts.
 
-    Tokens never hold a space, so the stored array is ``string_to_array(terms, ' ')``.
+    Both space-separated (tokens never hold a space): the stored arrays are
+    ``string_to_array(terms, ' ')`` and ``string_to_array(tfs, ' ')::int[]``, ``tfs[i]``
+    the count of ``terms[i]`` (schema 4).
     """
-    return [(len(toks), " ".join(sorted({stem_key(t) for t in toks}))) for toks in tokens(list(contents))]
+    out: list[Stats] = []
+    for toks in tokens(list(contents)):
+        counts = Counter(stem_key(t) for t in toks)
+        keys = sorted(counts)
+        out.append((len(toks), " ".join(keys), " ".join(str(counts[k]) for k in keys)))
+    return out
 
 
 class KeywordStats:
@@ -70,7 +80,7 @@ class KeywordStats:
 def read_stats(cur: Any, keys: Sequence[str]) -> KeywordStats:
     """The counters, read in one statement (one snapshot), and whether any row is uncounted."""
     cur.execute(
-        "SELECT r.n, r.tokens, r.docs, t.stem, t.n FROM"
+        f"SELECT r.n, r.tokens, r.docs, t.stem, t.n, {_UNTALLIED} FROM"
         " (SELECT coalesce(sum(n), 0), coalesce(sum(tokens), 0), coalesce(sum(docs), 0) FROM memory_rows)"
         " AS r(n, tokens, docs)"
         " LEFT JOIN (SELECT stem, sum(n) FROM memory_terms WHERE stem = ANY(%s) GROUP BY stem) AS t(stem, n) ON true",
@@ -78,22 +88,23 @@ def read_stats(cur: Any, keys: Sequence[str]) -> KeywordStats:
     )
     rows = cur.fetchall()
     first = rows[0]
-    hits = {stem: int(n) for *_, stem, n in rows if stem is not None}
-    return KeywordStats(int(first[0]), int(first[1]), hits, int(first[2]) != int(first[0]))
+    hits = {stem: int(n) for _, _, _, stem, n, _ in rows if stem is not None}
+    return KeywordStats(int(first[0]), int(first[1]), hits, int(first[2]) != int(first[0]) or bool(first[5]))
 
 
 def pending(cur: Any) -> bool:
-    """Whether some row of ``memories`` has no counts yet (O(1): the counters' sums)."""
-    cur.execute("SELECT coalesce(sum(n), 0) <> coalesce(sum(docs), 0) FROM memory_rows")
+    """Whether some row of ``memories`` has no counts yet (O(1): the counters' sums, the partial index)."""
+    cur.execute(f"SELECT coalesce(sum(n), 0) <> coalesce(sum(docs), 0) OR {_UNTALLIED} FROM memory_rows")
     return bool(cur.fetchone()[0])
 
 
 def insert_docs(cur: Any, seqs: Sequence[int], stats: Sequence[Stats]) -> None:
     """The counts of rows this transaction wrote (one statement: the trigger adds them at once)."""
     cur.execute(
-        "INSERT INTO memory_docs (seq, doc_len, terms)"
-        " SELECT seq, len, string_to_array(terms, ' ') FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS u(seq, len, terms)",
-        [list(seqs), [n for n, _ in stats], [t for _, t in stats]],
+        "INSERT INTO memory_docs (seq, doc_len, terms, tfs)"
+        " SELECT seq, len, string_to_array(terms, ' '), string_to_array(tfs, ' ')::int[]"
+        " FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[]) AS u(seq, len, terms, tfs)",
+        [list(seqs), [n for n, _, _ in stats], [t for _, t, _ in stats], [f for _, _, f in stats]],
     )
 
 
@@ -109,12 +120,44 @@ def _count_batch(cur: Any, after: int) -> int:
         return 0
     stats = row_stats([r[1] for r in rows])
     cur.execute(
-        "INSERT INTO memory_docs (seq, doc_len, terms)"
-        " SELECT u.seq, u.len, string_to_array(u.terms, ' ')"
-        " FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[]) AS u(seq, hash, len, terms)"
+        "INSERT INTO memory_docs (seq, doc_len, terms, tfs)"
+        " SELECT u.seq, u.len, string_to_array(u.terms, ' '), string_to_array(u.tfs, ' ')::int[]"
+        " FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[]) AS u(seq, hash, len, terms, tfs)"
         " JOIN memories m ON m.seq = u.seq AND m.content_hash = u.hash"
         " ORDER BY u.seq FOR KEY SHARE OF m ON CONFLICT (seq) DO NOTHING",
-        [[r[0] for r in rows], [r[2] for r in rows], [n for n, _ in stats], [t for _, t in stats]],
+        [[r[0] for r in rows], [r[2] for r in rows], *_columns(stats)],
+    )
+    return int(rows[-1][0])
+
+
+def _columns(stats: Sequence[Stats]) -> list[list[Any]]:
+    return [[n for n, _, _ in stats], [t for _, t, _ in stats], [f for _, _, f in stats]]
+
+
+def _tally_batch(cur: Any, after: int) -> int:
+    """Give the next counted rows without term counts (``tfs``: rows counted before schema 4, or by
+    an older package's process still running) their counts; returns the last seq looked at (0: none left).
+
+    Only a row still holding the content read (its hash) and the same stems gets them; the rows
+    are locked in seq order first, and a row another process tallied meanwhile is left as it is.
+    """
+    cur.execute(
+        "SELECT d.seq, m.content, m.content_hash FROM memory_docs d JOIN memories m ON m.seq = d.seq"
+        " WHERE d.tfs IS NULL AND d.seq > %s ORDER BY d.seq LIMIT %s",
+        [after, _BATCH],
+    )
+    rows = cur.fetchall()
+    if not rows:
+        return 0
+    stats = row_stats([r[1] for r in rows])
+    seqs = [r[0] for r in rows]
+    cur.execute("SELECT seq FROM memory_docs WHERE seq = ANY(%s) AND tfs IS NULL ORDER BY seq FOR NO KEY UPDATE", [seqs])
+    cur.execute(
+        "UPDATE memory_docs d SET tfs = string_to_array(u.tfs, ' ')::int[]"
+        " FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[]) AS u(seq, hash, len, terms, tfs)"
+        " JOIN memories m ON m.seq = u.seq AND m.content_hash = u.hash"
+        " WHERE d.seq = u.seq AND d.tfs IS NULL AND d.doc_len = u.len AND d.terms = string_to_array(u.terms, ' ')",
+        [seqs, [r[2] for r in rows], *_columns(stats)],
     )
     return int(rows[-1][0])
 
@@ -126,6 +169,9 @@ def backfill(run: Callable[..., Any]) -> int:
         walks += 1
         after = 0
         while after := run(lambda cur, a=after: _count_batch(cur, a), write=True):
+            pass
+        after = 0
+        while after := run(lambda cur, a=after: _tally_batch(cur, a), write=True):
             pass
     return walks
 def compact(cur: Any) -> None:
