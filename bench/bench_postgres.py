@@ -23,6 +23,12 @@ length over the candidates), interleaved query by query; then ``remember`` (one 
 call) with the statistics against the schema-2 write path (row counter only, no
 tokenizing), interleaved call by call on two same-size tables.
 
+Part 4 (``--cand``; alone as ``--stats`` is): keyword candidates of schema 4 (SQLite's
+tokens and FTS5's bm25 ranked in SQL, ``memory/_postgres_keyword.py``) against the
+schema-3 ``ts_rank`` pre-selection (``TsRankStore``, verbatim) on the same ``--cand-size``
+rows, interleaved query by query: ``search`` and ``search_hybrid`` p50/p95, and how many
+top-10s equal SQLite's on the same rows (ids, order, scores).
+
 Part 2: ``--procs`` client processes for ``--load-seconds`` mixing remember (50%),
 recall (30%) and ATP record writes (20%, a goal record via the ledger) against
 one PostgreSQL store; reports ops/s, p95 per kind and errors, then re-reads
@@ -117,7 +123,80 @@ def scale(size: int, dsn: str, workdir: Path, reps: int) -> list[tuple[str, ...]
     return rows
 
 
-class ScanStatsStore(PostgresMemoryStore):
+class TsRankStore(PostgresMemoryStore):
+    """Baseline: the schema-3 keyword read path (verbatim): ``ts_rank`` over the English ``tsvector``
+    pre-selects ``max(4 * limit, 200)`` candidates, Python re-scores them with BM25 from the kept
+    counters (SQLite's first stems; a snake_case word counted by its first stem), and the hybrid
+    pool's signals re-tokenize every candidate."""
+
+    def _keyword(self, query: str, scope: Any, limit: int, filters: Any = None) -> Any:
+        import json
+
+        from atomic_agents.memory._base import memory_from_row, metadata_matches
+        from atomic_agents.memory._postgres_sql import _COLS, _LIVE, _SCOPE, _filter_sql, _needs_python_check, _tsquery
+        from atomic_agents.memory._scoring import keyword_evidence
+
+        tq = _tsquery(query)
+        if tq is None:
+            return []
+        flt = filters or {}
+        extra, fparams = _filter_sql(flt)
+        post = _needs_python_check(flt)
+        depth = max(limit * 4, 200)
+        rows = self._read(
+            f"SELECT {_COLS}, ts_rank(m.tsv, q, 1) AS r FROM memories m, to_tsquery('{TS_CONFIG}', %s) q"
+            f" WHERE m.tsv @@ q AND {_SCOPE} AND {_LIVE}{extra} ORDER BY r DESC, m.seq"
+            + ("" if post else " LIMIT %s"),
+            [tq, *scope.key(), time.time(), *fparams, *([] if post else [depth])],
+        )
+        if post:
+            rows = [r for r in rows if metadata_matches(json.loads(r[3]), flt)][:depth]
+        mems = {r[0]: memory_from_row(r) for r in rows}
+        scores, _, mass = self._bm25(query, mems)
+        ranked = sorted(scores, key=lambda k: (-scores[k], k))[:limit]
+        self._seen = {**getattr(self, "_seen", {}), **mems}
+        return [(k, keyword_evidence(scores[k], mass), mems[k]) for k in ranked]
+
+    _seen: dict[int, Any]  # the rows the old hybrid had in hand (semantic and keyword candidates)
+
+    def _semantic(self, q: str, sc: Any, filters: Any, limit: int) -> Any:
+        qv, found = super()._semantic(q, sc, filters, limit)
+        self._seen = {k: m for k, _, m in found}
+        return qv, found
+
+    def _signals_of(self, query: str, seqs: Any) -> Any:
+        from atomic_agents.memory._scoring import query_names, tokens
+
+        mems = {k: self._seen[k] for k in seqs}
+        scores, matched, mass = self._bm25(query, mems)
+        names = query_names(query)
+        keys = list(mems) if names else []
+        lacking = {k for k, t in zip(keys, tokens([mems[k].content for k in keys]), strict=True) if not names <= set(t)}
+        return scores, matched, lacking, mass
+
+    def _bm25(self, query: str, mems: Any) -> Any:
+        from collections import Counter
+
+        from atomic_agents.memory._scoring import bm25, query_stems, tokens
+
+        if not mems:
+            return {}, {}, 0.0
+        idfs, avg = self._idf_and_avg(query)
+        if not idfs:
+            return {}, {}, 0.0
+        weights = Counter(query_stems(query))
+        per_word = {t: w * weights[t] for t, w in idfs.items()}
+        keys = list(mems)
+        counts = [Counter(t) for t in tokens([mems[k].content for k in keys])]
+        scores, matched = {}, {}
+        for k, c in zip(keys, counts, strict=True):
+            if any(c[t] for t in idfs):
+                scores[k] = bm25(c, sum(c.values()), avg, per_word)
+                matched[k] = sum(w for t, w in idfs.items() if c[t])
+        return scores, matched, sum(idfs.values())
+
+
+class ScanStatsStore(TsRankStore):
     """Baseline: keyword statistics as before schema 3 (verbatim): each query counts, per word,
     the rows whose tsvector matches (a scan of every matching row), and the average length is
     taken over the candidate pool."""
@@ -260,6 +339,58 @@ def stats(size: int, dsn: str, reps: int, writes: int) -> None:
         s_.close()
 
 
+def cand(size: int, dsn: str, workdir: Path, reps: int) -> None:
+    """Part 4: keyword candidates from SQLite's tokens and FTS5's bm25 in SQL (schema 4) against the
+    schema-3 ``ts_rank`` pre-selection, on the same table, interleaved query by query; and how many
+    top-10s equal SQLite's (same rows, same order) on each path."""
+    emb = HashingEmbedder()
+    texts = make_texts(size)
+    qs = queries(reps, seed=5)
+    new = PostgresMemoryStore(fresh_schema(dsn, "bench_cand"), embedder=emb)
+    lite = SQLiteMemoryStore(workdir / "cand.db", embedder=emb)
+    for start in range(0, size, 1000):
+        for store in (new, lite):
+            store.remember_many(texts[start : start + 1000], SCOPE)
+    new.vacuum()
+    old = TsRankStore(new.dsn, embedder=emb)
+    lite_ids = dict(zip((r[0] for r in new._read("SELECT id FROM memories ORDER BY seq")),
+                        (r[0] for r in lite._read("SELECT id FROM memories ORDER BY seq")), strict=True))  # fmt: skip
+    matches = [len(new._matching_seqs(q) or []) for q in qs]
+    load0 = open("/proc/loadavg").read().split()[:3]
+    lat: dict[str, list[float]] = {k: [] for k in ("search new", "search old", "hybrid new", "hybrid old")}
+    equal = {"new": 0, "old": 0}
+    for i, q in enumerate(qs):
+        pairs = [("new", new), ("old", old)] if i % 2 == 0 else [("old", old), ("new", new)]
+        want = [(h.memory.id, h.score) for h in lite.search(q, SCOPE, 10)]
+        for name, store in pairs:
+            t0 = time.perf_counter()
+            got = store.search(q, SCOPE, 10)
+            lat[f"search {name}"].append((time.perf_counter() - t0) * 1000)
+            ok = [lite_ids[h.memory.id] for h in got] == [k for k, _ in want]
+            equal[name] += ok and all(abs(h.score - w) < 1e-9 for h, (_, w) in zip(got, want, strict=True))
+        for name, store in pairs:
+            t0 = time.perf_counter()
+            store.search_hybrid(q, SCOPE, limit=10)
+            lat[f"hybrid {name}"].append((time.perf_counter() - t0) * 1000)
+    load1 = open("/proc/loadavg").read().split()[:3]
+    print(f"\n## keyword candidates: {size:,} memories, {reps} queries, median {statistics.median(matches):,.0f} matching rows"
+          f" a query (ms; load {' '.join(load0)} -> {' '.join(load1)})\n")
+    print("| row | schema 4: SQLite's tokens, bm25 in SQL | baseline: ts_rank top 200, re-scored | ratio |")
+    print("|---|---:|---:|---:|")
+    for label, a, b in (
+        ("keyword `search` p50", lat["search new"], lat["search old"]),
+        ("keyword `search` p95", lat["search new"], lat["search old"]),
+        ("`search_hybrid` p50", lat["hybrid new"], lat["hybrid old"]),
+        ("`search_hybrid` p95", lat["hybrid new"], lat["hybrid old"]),
+    ):
+        q_ = 95 if "p95" in label else 50
+        x, y = pct(a, q_), pct(b, q_)
+        print(f"| {label} | {x:.2f} | {y:.2f} | {x / y:.2f}x |")
+    print(f"| top-10 equal to SQLite's (rows, order, scores to 1e-9) | {equal['new']}/{len(qs)} | {equal['old']}/{len(qs)} | |")
+    for s_ in (new, old, lite):
+        s_.close()
+
+
 def _client(dsn: str, n: int, seconds: float, embedder: str, out: Any) -> None:
     from atomic_agents.atp import Identity, Ledger
 
@@ -344,8 +475,10 @@ def main() -> None:
     ap.add_argument("--load", action="store_true")
     ap.add_argument("--stats-size", type=int, default=100_000)
     ap.add_argument("--stats-writes", type=int, default=300)
+    ap.add_argument("--cand", action="store_true", help="part 4 (alone unless --scale/--load/--stats are given)")
+    ap.add_argument("--cand-size", type=int, default=20_000)
     args = ap.parse_args()
-    if args.stats:
+    if args.stats or args.cand:
         args.skip_scale, args.skip_load = not args.scale, not args.load
     dsn, server = start_server()
     try:
@@ -363,6 +496,8 @@ def main() -> None:
                 load(dsn, args.procs, args.load_seconds, args.load_embedder)
             if args.stats:
                 stats(args.stats_size, dsn, args.reps, args.stats_writes)
+            if args.cand:
+                cand(args.cand_size, dsn, Path(tmp), args.reps)
     finally:
         if server is not None:
             server.cleanup()
