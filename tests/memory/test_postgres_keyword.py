@@ -107,6 +107,21 @@ def test_many_hundreds_of_matches_rank_as_sqlite(big: Pair, query: str) -> None:
     same_hybrid(big, query, SCOPE, 10)
 
 
+@pytest.mark.parametrize("rounds", [0, 1, 3])
+def test_a_small_scope_among_many_matches_gets_every_hit(big: Pair, monkeypatch: pytest.MonkeyPatch, rounds: int) -> None:
+    """Ranking first and checking the scope after must not lose hits: growing rounds, then the exact join (rounds=0)."""
+    import atomic_agents.memory._postgres_keyword as kw
+
+    monkeypatch.setattr(kw, "_RANK_FIRST_ROUNDS", rounds)
+    small = Scope("tiny", "carol", org_id="acme", workspace_id="acme/web")
+    big.remember_many(["deploy cache rollback", "cache", "latency deploy queue", "nothing to match"], small)
+    for q in BIG_QUERIES:
+        same_search(big, q, small, 10)
+        same_search(big, q, SCOPE, 10, {"kind": "b", "n": 3})  # few rows pass: the fetch grows
+        same_search(big, q, OTHER, 40)
+    assert len(big.pg.search("deploy cache", small, 10)) == 3
+
+
 @pytest.fixture
 def edge(pg_dsn: str, tmp_path: Path) -> Any:
     pair = Pair(pg_dsn, tmp_path)

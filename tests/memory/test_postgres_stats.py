@@ -106,10 +106,8 @@ class Pair:
     def check(self, *, searches: bool = True) -> None:
         """Counters equal a recount and FTS5's; every signal and score of every query equals SQLite's.
 
-        ``searches``: also the result lists. PostgreSQL pre-selects its keyword candidates
-        by ``ts_rank`` (the deepest 200), so past a few hundred matching rows its top-10 may
-        hold other rows than FTS5's (each with SQLite's score); the tests that compare lists
-        keep matches below that depth.
+        ``searches``: also the result lists (test_postgres_keyword.py compares them past
+        hundreds of matching rows).
         """
         check_counters(self.pg, self.lite)
         for q in QUERIES:
@@ -307,7 +305,7 @@ def test_an_old_database_is_backfilled_exactly_even_by_two_processes_at_once(pg_
         assert p.exitcode == 0
     pair.pg = _pg(pg_dsn)
     assert pair.pg.health().schema_version == PG_SCHEMA_VERSION
-    pair.check(searches=False)  # 2,600 rows: past the candidate depth (see Pair.check)
+    pair.check()  # 2,600 rows, most matching: the lists are SQLite's too (schema 4)
     # counts lost some other way (a hand-written DELETE): the next open counts those rows again
     pair.pg._run(lambda cur: cur.execute("DELETE FROM memory_docs WHERE seq % 3 = 0"), write=True)
     pair.pg.close()

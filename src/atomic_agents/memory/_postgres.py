@@ -1,4 +1,4 @@
-"""The shared backend: one PostgreSQL database (pgvector HNSW, tsvector, JSONB), for agents on many hosts.
+"""The shared backend: one PostgreSQL database (pgvector HNSW, JSONB), for agents on many hosts.
 
 Selected by a DSN (``open_store("postgresql://...")``, ``--db postgresql://...``,
 ``$ATOMIC_AGENTS_DB``). Needs the ``postgres`` extra (psycopg 3, psycopg_pool,
@@ -7,13 +7,14 @@ pgvector) and a server with the ``vector`` extension.
 - Semantic search: ``ORDER BY embedding::vector(d) <=> q`` in the store's scope, served
   by the model's HNSW index (cosine, iterative scan in strict order so filtered scans
   still return ``limit`` rows); score = the shared calibrated map of the cosine.
-- Keyword search: a stored ``tsvector`` (English stemming, diacritics folded like
-  SQLite's ``remove_diacritics``) matched by any query word finds and pre-ranks
-  (``ts_rank``) a deep candidate set; each candidate is then re-scored with the
-  shared BM25 (:mod:`._scoring`: SQLite's tokens and constants) over corpus
-  statistics kept exactly as FTS5 keeps them (:mod:`._postgres_stats`: N, each stem's
-  row count and the average length, trigger-kept counters read in one indexed
-  statement), so a memory's scores are SQLite's; ties go to the older row, as everywhere.
+- Keyword search: SQLite's own tokens (:func:`~._scoring.tokens`), kept per row with
+  their counts (``memory_docs``, GIN-indexed stems): the rows holding a query stem are
+  found by the index and ranked in SQL by FTS5's bm25 (:mod:`._postgres_keyword`) over
+  corpus statistics kept exactly as FTS5 keeps them (:mod:`._postgres_stats`: N, each
+  stem's row count and the average length, trigger-kept counters read in one indexed
+  statement), so the same rows come back in SQLite's order with SQLite's scores; ties go
+  to the older row, as everywhere. (The ``tsvector`` column is still written, for an
+  older package's process during an upgrade; nothing here reads it.)
 - Metadata filters: ``meta @> filter`` on a JSONB copy (GIN index), then the shared
   type-strict check where JSONB is looser (numbers: ``1`` equals ``1.0`` in JSONB).
 - Every write is one transaction on a pooled connection; leases serialise on a
@@ -453,7 +454,7 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
     def search(
         self, query: str, scope: Scope, limit: int = 10, filters: Mapping[str, Any] | None = None
     ) -> list[Hit]:
-        """Keyword search: a memory matches if any query word does (English stemming), best first."""
+        """Keyword search: a memory matches if any query word does (SQLite's tokens), best first."""
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         cal = calibration_for(self.embedder)
         return [Hit(mem, keyword_score(e, cal)) for _, e, mem in self._keyword(q, sc, lim, flt)]

@@ -6,7 +6,8 @@ the same three numbers exactly, in the transaction of each write:
 
 - the write path tokenizes the content with SQLite's own tokenizer
   (:func:`~._scoring.tokens`: porter, ``unicode61``, diacritics removed) and stores the
-  row's length (FTS5's token count) and its distinct stems in ``memory_docs``;
+  row's length (FTS5's token count), its distinct stems and (schema 4) their counts in
+  ``memory_docs``, whose GIN index on the stems finds keyword candidates;
 - statement triggers add them to the sharded counters ``memory_rows`` (``tokens``,
   ``docs``; ``n`` is migration 2's row count) and ``memory_terms`` (``stem, shard -> n``),
   and subtract them when the row is erased or its content changes.
@@ -14,8 +15,8 @@ the same three numbers exactly, in the transaction of each write:
 A query reads its stems' counts, ``N`` and ``tokens`` in one indexed statement: no scan
 of the matching rows, and the same IDF and average length as SQLite's for the same rows.
 Rows without counts (``docs < n``: a database from before the migration, rows an older
-package wrote or changed) are counted by :func:`backfill`, run at open and before a
-search that finds any. It walks the table by ``seq`` in batches; the primary key of
+package wrote or changed; or, schema 4, ``tfs IS NULL``: counted before term counts were
+kept) are counted by :func:`backfill`, run at open and before a search that finds any. It walks the table by ``seq`` in batches; the primary key of
 ``memory_docs`` means a row is never counted twice (two processes backfilling at once
 only repeat some tokenizing), and each batch inserts only rows still holding the content
 it read, locked ``FOR KEY SHARE`` so that one erased meanwhile is not counted.
