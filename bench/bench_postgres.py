@@ -373,6 +373,14 @@ def cand(size: int, dsn: str, workdir: Path, reps: int) -> None:
             store.search_hybrid(q, SCOPE, limit=10)
             lat[f"hybrid {name}"].append((time.perf_counter() - t0) * 1000)
     load1 = open("/proc/loadavg").read().split()[:3]
+    words = sorted({q.split()[3] for q in qs})  # one word: thousands of rows, ranked by tf and length only
+    one = {"new": 0, "old": 0}
+    for w in words:
+        want = [(h.memory.id, h.score) for h in lite.search(w, SCOPE, 10)]
+        for name, store in (("new", new), ("old", old)):
+            got = store.search(w, SCOPE, 10)
+            ok = [lite_ids[h.memory.id] for h in got] == [k for k, _ in want]
+            one[name] += ok and all(abs(h.score - x) < 1e-9 for h, (_, x) in zip(got, want, strict=True))
     print(f"\n## keyword candidates: {size:,} memories, {reps} queries, median {statistics.median(matches):,.0f} matching rows"
           f" a query (ms; load {' '.join(load0)} -> {' '.join(load1)})\n")
     print("| row | schema 4: SQLite's tokens, bm25 in SQL | baseline: ts_rank top 200, re-scored | ratio |")
@@ -387,6 +395,7 @@ def cand(size: int, dsn: str, workdir: Path, reps: int) -> None:
         x, y = pct(a, q_), pct(b, q_)
         print(f"| {label} | {x:.2f} | {y:.2f} | {x / y:.2f}x |")
     print(f"| top-10 equal to SQLite's (rows, order, scores to 1e-9) | {equal['new']}/{len(qs)} | {equal['old']}/{len(qs)} | |")
+    print(f"| top-10 equal to SQLite's, one-word queries | {one['new']}/{len(words)} | {one['old']}/{len(words)} | |")
     for s_ in (new, old, lite):
         s_.close()
 
