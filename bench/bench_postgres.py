@@ -23,9 +23,9 @@ length over the candidates), interleaved query by query; then ``remember`` (one 
 call) with the statistics against the schema-2 write path (row counter only, no
 tokenizing), interleaved call by call on two same-size tables.
 
-Part 4 (``--cand``; alone as ``--stats`` is): keyword candidates of schema 4 (SQLite's
+Part 4 (``--cand``; alone as ``--stats`` is): keyword candidates of schema 5 (SQLite's
 tokens and FTS5's bm25 ranked in SQL, ``memory/_postgres_keyword.py``) against the
-schema-3 ``ts_rank`` pre-selection (``TsRankStore``, verbatim) on the same ``--cand-size``
+schema-3/4 ``ts_rank`` pre-selection (``TsRankStore``, verbatim) on the same ``--cand-size``
 rows, interleaved query by query: ``search`` and ``search_hybrid`` p50/p95, and how many
 top-10s equal SQLite's on the same rows (ids, order, scores).
 
@@ -124,7 +124,7 @@ def scale(size: int, dsn: str, workdir: Path, reps: int) -> list[tuple[str, ...]
 
 
 class TsRankStore(PostgresMemoryStore):
-    """Baseline: the schema-3 keyword read path (verbatim): ``ts_rank`` over the English ``tsvector``
+    """Baseline: the schema-3/4 keyword read path (verbatim): ``ts_rank`` over the English ``tsvector``
     pre-selects ``max(4 * limit, 200)`` candidates, Python re-scores them with BM25 from the kept
     counters (SQLite's first stems; a snake_case word counted by its first stem), and the hybrid
     pool's signals re-tokenize every candidate."""
@@ -340,8 +340,8 @@ def stats(size: int, dsn: str, reps: int, writes: int) -> None:
 
 
 def cand(size: int, dsn: str, workdir: Path, reps: int) -> None:
-    """Part 4: keyword candidates from SQLite's tokens and FTS5's bm25 in SQL (schema 4) against the
-    schema-3 ``ts_rank`` pre-selection, on the same table, interleaved query by query; and how many
+    """Part 4: keyword candidates from SQLite's tokens and FTS5's bm25 in SQL (schema 5) against the
+    schema-3/4 ``ts_rank`` pre-selection, on the same table, interleaved query by query; and how many
     top-10s equal SQLite's (same rows, same order) on each path."""
     emb = HashingEmbedder()
     texts = make_texts(size)
@@ -383,7 +383,7 @@ def cand(size: int, dsn: str, workdir: Path, reps: int) -> None:
             one[name] += ok and all(abs(h.score - x) < 1e-9 for h, (_, x) in zip(got, want, strict=True))
     print(f"\n## keyword candidates: {size:,} memories, {reps} queries, median {statistics.median(matches):,.0f} matching rows"
           f" a query (ms; load {' '.join(load0)} -> {' '.join(load1)})\n")
-    print("| row | schema 4: SQLite's tokens, bm25 in SQL | baseline: ts_rank top 200, re-scored | ratio |")
+    print("| row | schema 5: SQLite's tokens, bm25 in SQL | baseline: ts_rank top 200, re-scored | ratio |")
     print("|---|---:|---:|---:|")
     for label, a, b in (
         ("keyword `search` p50", lat["search new"], lat["search old"]),

@@ -1,7 +1,7 @@
 """PostgreSQL's keyword search answers exactly as SQLite's: the same rows, in the same order, with the same scores.
 
 Candidates come from SQLite's own tokens (``memory_docs``: each row's stems and their counts,
-schema 4) and are ranked by FTS5's BM25 in SQL, so neither the number of matching rows
+schema 5) and are ranked by FTS5's BM25 in SQL, so neither the number of matching rows
 (past the old ``ts_rank`` pre-selection depth of 200) nor the tokenizer's edge cases
 (snake_case, hyphens, e-mails, URLs, numbers with dots, diacritics, inflections) can make
 the two backends disagree.
@@ -158,14 +158,14 @@ def _open(dsn: str, out: Any) -> None:
     out.put(True)
 
 
-def test_a_schema_3_database_is_migrated_and_answers_as_before(pg_dsn: str, tmp_path: Path) -> None:
-    """A database the schema-3 code wrote (no term counts) is migrated in place, backfilled by two processes at once."""
+def test_a_schema_4_database_is_migrated_and_answers_as_before(pg_dsn: str, tmp_path: Path) -> None:
+    """A database the schema-4 code wrote (no term counts) is migrated in place, backfilled by two processes at once."""
     pair = Pair(pg_dsn, tmp_path)
     ids = pair.remember_many(_big_texts(2600, 11))  # more than two backfill batches
     pair.remember_many(EDGE_TEXTS)
     for store, mid in pair.both(ids[10]):
         store.forget(mid)
-    pair.pg._run(lambda cur: pg_downgrade(cur, 3), write=True)  # the database as schema 3 left it
+    pair.pg._run(lambda cur: pg_downgrade(cur, 4), write=True)  # the database as schema 4 left it
     assert pair.pg._read("SELECT count(*) FROM memory_docs")[0][0] == 2600 + len(EDGE_TEXTS)
     pair.pg.close()
     ctx = mp.get_context("spawn")
@@ -178,7 +178,7 @@ def test_a_schema_3_database_is_migrated_and_answers_as_before(pg_dsn: str, tmp_
         p.join(timeout=60)
         assert p.exitcode == 0
     pair.pg = _pg(pg_dsn)
-    assert pair.pg.health().schema_version == PG_SCHEMA_VERSION == 4
+    assert pair.pg.health().schema_version == PG_SCHEMA_VERSION == 5
     assert pair.pg._read("SELECT count(*) FROM memory_docs WHERE tfs IS NULL")[0][0] == 0
     assert pair.pg._read("SELECT count(*) FROM memories")[0][0] == 2600 + len(EDGE_TEXTS)  # nothing lost
     check_counters(pair.pg, pair.lite)
@@ -188,7 +188,7 @@ def test_a_schema_3_database_is_migrated_and_answers_as_before(pg_dsn: str, tmp_
     pair.close()
 
 
-def test_rows_a_schema_3_process_writes_are_counted_before_a_search(pg_dsn: str, tmp_path: Path) -> None:
+def test_rows_a_schema_4_process_writes_are_counted_before_a_search(pg_dsn: str, tmp_path: Path) -> None:
     """A process of the older package, opened before the migration, keeps writing rows without term counts."""
     pair = Pair(pg_dsn, tmp_path)
     pair.remember_many(_big_texts(40, 12))

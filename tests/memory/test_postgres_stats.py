@@ -305,7 +305,7 @@ def test_an_old_database_is_backfilled_exactly_even_by_two_processes_at_once(pg_
         assert p.exitcode == 0
     pair.pg = _pg(pg_dsn)
     assert pair.pg.health().schema_version == PG_SCHEMA_VERSION
-    pair.check()  # 2,600 rows, most matching: the lists are SQLite's too (schema 4)
+    pair.check()  # 2,600 rows, most matching: the lists are SQLite's too (schema 5)
     # counts lost some other way (a hand-written DELETE): the next open counts those rows again
     pair.pg._run(lambda cur: cur.execute("DELETE FROM memory_docs WHERE seq % 3 = 0"), write=True)
     pair.pg.close()

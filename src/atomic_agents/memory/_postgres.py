@@ -415,7 +415,7 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
         now = time.time()
         where, params = _scope_filter_sql(sf)
         sql = "SELECT m.seq, m.id FROM memories m WHERE true"
-        if keywords:  # the rows FTS5's OR of the words matches on SQLite (SQLite's tokens, schema 4)
+        if keywords:  # the rows FTS5's OR of the words matches on SQLite (SQLite's tokens, schema 5)
             matching = self._matching_seqs(keywords)
             if matching is None:
                 return PruneReport(0, 0, dry_run, hard)

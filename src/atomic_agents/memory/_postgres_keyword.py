@@ -3,7 +3,7 @@
 The shared BM25 of :mod:`._scoring` (SQLite's tokens and constants) over the corpus statistics
 :mod:`._postgres_stats` keeps exactly as FTS5 keeps them: N, each stem's row count and the
 average length, read in one indexed statement. Candidates are the rows whose stored stems
-(``memory_docs.terms``, schema 4: SQLite's tokens, GIN-indexed) hold a query stem, scored in
+(``memory_docs.terms``, schema 5: SQLite's tokens, GIN-indexed) hold a query stem, scored in
 SQL by FTS5's bm25 from the stored counts (``tfs``), in FTS5's order (bm25, then row) and cut
 at the limit: the same rows, order and scores as SQLite's however many rows match. A query
 word SQLite's tokenizer splits (``parse_config``) is an FTS5 phrase: its instances are

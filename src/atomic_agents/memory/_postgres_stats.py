@@ -6,7 +6,7 @@ the same three numbers exactly, in the transaction of each write:
 
 - the write path tokenizes the content with SQLite's own tokenizer
   (:func:`~._scoring.tokens`: porter, ``unicode61``, diacritics removed) and stores the
-  row's length (FTS5's token count), its distinct stems and (schema 4) their counts in
+  row's length (FTS5's token count), its distinct stems and (schema 5) their counts in
   ``memory_docs``, whose GIN index on the stems finds keyword candidates;
 - statement triggers add them to the sharded counters ``memory_rows`` (``tokens``,
   ``docs``; ``n`` is migration 2's row count) and ``memory_terms`` (``stem, shard -> n``),
@@ -15,7 +15,7 @@ the same three numbers exactly, in the transaction of each write:
 A query reads its stems' counts, ``N`` and ``tokens`` in one indexed statement: no scan
 of the matching rows, and the same IDF and average length as SQLite's for the same rows.
 Rows without counts (``docs < n``: a database from before the migration, rows an older
-package wrote or changed; or, schema 4, ``tfs IS NULL``: counted before term counts were
+package wrote or changed; or, schema 5, ``tfs IS NULL``: counted before term counts were
 kept) are counted by :func:`backfill`, run at open and before a search that finds any. It walks the table by ``seq`` in batches; the primary key of
 ``memory_docs`` means a row is never counted twice (two processes backfilling at once
 only repeat some tokenizing), and each batch inserts only rows still holding the content
@@ -37,7 +37,7 @@ __all__ = ["KeywordStats", "backfill", "compact", "insert_docs", "pending", "rea
 #: page, FTS5 tokens may be 32 KiB. ``#`` never occurs in a token (``unicode61`` splits on it).
 _MAX_KEY_BYTES = 256
 _BATCH = 1000
-#: Some counted row lacks its term counts (schema 4's ``tfs``): served by a partial index.
+#: Some counted row lacks its term counts (schema 5's ``tfs``): served by a partial index.
 _UNTALLIED = "EXISTS (SELECT 1 FROM memory_docs WHERE tfs IS NULL)"
 
 Stats = tuple[int, str, str]
@@ -54,7 +54,7 @@ def row_stats(contents: Sequence[str]) -> list[Stats]:
 
     Both space-separated (tokens never hold a space): the stored arrays are
     ``string_to_array(terms, ' ')`` and ``string_to_array(tfs, ' ')::int[]``, ``tfs[i]``
-    the count of ``terms[i]`` (schema 4).
+    the count of ``terms[i]`` (schema 5).
     """
     out: list[Stats] = []
     for toks in tokens(list(contents)):
@@ -136,7 +136,7 @@ def _columns(stats: Sequence[Stats]) -> list[list[Any]]:
 
 
 def _tally_batch(cur: Any, after: int) -> int:
-    """Give the next counted rows without term counts (``tfs``: rows counted before schema 4, or by
+    """Give the next counted rows without term counts (``tfs``: rows counted before schema 5, or by
     an older package's process still running) their counts; returns the last seq looked at (0: none left).
 
     Only a row still holding the content read (its hash) and the same stems gets them; the rows
