@@ -59,6 +59,19 @@ from atomic_agents.memory._postgres_schema import TS_CONFIG  # noqa: E402
 SCOPE = Scope("builder", "alice", org_id="acme", workspace_id="acme/web")
 
 
+
+def _print_percentiles(lat: dict[str, list[float]], more: dict[str, tuple[list[float], list[float]]] | None = None) -> None:
+    """Table rows: keyword ``search`` and ``search_hybrid`` p50 / p95, new against old (and ``more``)."""
+    rows = {
+        "keyword `search` p50": (lat["search new"], lat["search old"]), "keyword `search` p95": (lat["search new"], lat["search old"]),
+        "`search_hybrid` p50": (lat["hybrid new"], lat["hybrid old"]), "`search_hybrid` p95": (lat["hybrid new"], lat["hybrid old"]),
+        **(more or {}),
+    }  # fmt: skip
+    for label, (a, b) in rows.items():
+        q_ = 95 if "p95" in label else 50
+        x, y = pct(a, q_), pct(b, q_)
+        print(f"| {label} | {x:.2f} | {y:.2f} | {x / y:.2f}x |")
+
 def start_server() -> tuple[str, Any]:
     dsn = os.environ.get("ATOMIC_AGENTS_BENCH_PG_DSN")
     if dsn:
@@ -321,17 +334,7 @@ def stats(size: int, dsn: str, reps: int, writes: int) -> None:
     print(f"\n## keyword statistics: {size:,} memories, {reps} queries, {writes} writes each (ms; load {' '.join(load0)} -> {' '.join(load1)})\n")
     print("| row | schema 3: kept counters | baseline: per-query scan / schema-2 writes | ratio |")
     print("|---|---:|---:|---:|")
-    for label, a, b in (
-        ("keyword `search` p50", lat["search new"], lat["search old"]),
-        ("keyword `search` p95", lat["search new"], lat["search old"]),
-        ("`search_hybrid` p50", lat["hybrid new"], lat["hybrid old"]),
-        ("`search_hybrid` p95", lat["hybrid new"], lat["hybrid old"]),
-        ("`remember` p50 (one row)", wlat["new"], wlat["old"]),
-        ("`remember` p95 (one row)", wlat["new"], wlat["old"]),
-    ):
-        q_ = 95 if "p95" in label else 50
-        x, y = pct(a, q_), pct(b, q_)
-        print(f"| {label} | {x:.2f} | {y:.2f} | {x / y:.2f}x |")
+    _print_percentiles(lat, {"`remember` p50 (one row)": (wlat["new"], wlat["old"]), "`remember` p95 (one row)": (wlat["new"], wlat["old"])})
     print(f"| ingest (`remember_many`, 1,000 a batch) | {ingest_new:,.0f}/s | {ingest_old:,.0f}/s | {ingest_new / ingest_old:.2f}x |")
     print(f"\nsame top-10 ids (kept vs scanned statistics): {same}/{len(qs)} queries;"
           f" memory_terms: {int(terms[0]):,} rows, {int(terms[1]) / 1e6:.1f} MB")
@@ -385,15 +388,7 @@ def cand(size: int, dsn: str, workdir: Path, reps: int) -> None:
           f" a query (ms; load {' '.join(load0)} -> {' '.join(load1)})\n")
     print("| row | schema 5: SQLite's tokens, bm25 in SQL | baseline: ts_rank top 200, re-scored | ratio |")
     print("|---|---:|---:|---:|")
-    for label, a, b in (
-        ("keyword `search` p50", lat["search new"], lat["search old"]),
-        ("keyword `search` p95", lat["search new"], lat["search old"]),
-        ("`search_hybrid` p50", lat["hybrid new"], lat["hybrid old"]),
-        ("`search_hybrid` p95", lat["hybrid new"], lat["hybrid old"]),
-    ):
-        q_ = 95 if "p95" in label else 50
-        x, y = pct(a, q_), pct(b, q_)
-        print(f"| {label} | {x:.2f} | {y:.2f} | {x / y:.2f}x |")
+    _print_percentiles(lat)
     print(f"| top-10 equal to SQLite's (rows, order, scores to 1e-9) | {equal['new']}/{len(qs)} | {equal['old']}/{len(qs)} | |")
     print(f"| top-10 equal to SQLite's, one-word queries | {one['new']}/{len(words)} | {one['old']}/{len(words)} | |")
     for s_ in (new, old, lite):

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+import multiprocessing as mp
+import sys
 from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -52,3 +58,33 @@ def pg_downgrade(cur: object, to: int) -> None:
         run("DROP FUNCTION atomic_agents_count_rows()")
         run("DROP TABLE memory_rows")
     run("UPDATE store_meta SET value = %s WHERE key = 'schema_version'", [str(to)])
+
+
+def _open_and_close(dsn: str, out: Any) -> None:
+    from atomic_agents.memory._postgres import PostgresMemoryStore
+
+    PostgresMemoryStore(dsn, embedder=HashingEmbedder()).close()
+    out.put(True)
+
+
+def open_in_two_processes(dsn: str) -> None:
+    """Open a PostgreSQL store (so migrate and backfill it) from two spawned processes at once."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_open_and_close, args=(dsn, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    assert [out.get(timeout=300) for _ in procs] == [True, True]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+
+
+def bench_module(name: str) -> ModuleType:
+    """A module of ``bench/`` (not a package) by file name, e.g. the labelled sets' loaders."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[2] / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from ._helpers import bench_module
 
-
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_longconv_data", ROOT / "bench" / "_longconv_data.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("_longconv_data", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-data = _module()
+data = bench_module("_longconv_data")
 CONVS = data.load()
 
 

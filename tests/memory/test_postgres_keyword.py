@@ -9,7 +9,6 @@ the two backends disagree.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 from atomic_agents.memory import Scope
 from atomic_agents.memory._postgres_schema import PG_SCHEMA_VERSION
 
-from ._helpers import pg_downgrade
+from ._helpers import open_in_two_processes, pg_downgrade
 from .test_postgres_stats import OTHER, SCOPE, Pair, _pg, check_counters
 
 #: a small vocabulary, so most rows hold most words: hundreds of rows match every query
@@ -152,12 +151,6 @@ def test_edge_cases_survive_edits_forgets_and_erasure(edge: Pair) -> None:
         same_search(edge, q, SCOPE, 20)
 
 
-def _open(dsn: str, out: Any) -> None:
-    store = _pg(dsn)
-    store.close()
-    out.put(True)
-
-
 def test_a_schema_4_database_is_migrated_and_answers_as_before(pg_dsn: str, tmp_path: Path) -> None:
     """A database the schema-4 code wrote (no term counts) is migrated in place, backfilled by two processes at once."""
     pair = Pair(pg_dsn, tmp_path)
@@ -168,15 +161,7 @@ def test_a_schema_4_database_is_migrated_and_answers_as_before(pg_dsn: str, tmp_
     pair.pg._run(lambda cur: pg_downgrade(cur, 4), write=True)  # the database as schema 4 left it
     assert pair.pg._read("SELECT count(*) FROM memory_docs")[0][0] == 2600 + len(EDGE_TEXTS)
     pair.pg.close()
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_open, args=(pg_dsn, out)) for _ in range(2)]
-    for p in procs:
-        p.start()
-    assert [out.get(timeout=300) for _ in procs] == [True, True]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    open_in_two_processes(pg_dsn)
     pair.pg = _pg(pg_dsn)
     assert pair.pg.health().schema_version == PG_SCHEMA_VERSION == 5
     assert pair.pg._read("SELECT count(*) FROM memory_docs WHERE tfs IS NULL")[0][0] == 0

@@ -30,7 +30,7 @@ from atomic_agents.memory._postgres_sql import _COLS
 from atomic_agents.memory._postgres_stats import stem_key
 from atomic_agents.memory._scoring import keyword_evidence, tokens
 
-from ._helpers import pg_downgrade
+from ._helpers import open_in_two_processes, pg_downgrade
 
 SCOPE = Scope("builder", "alice", org_id="acme", workspace_id="acme/web")
 OTHER = Scope("reviewer", "bob", org_id="acme", workspace_id="acme/web")
@@ -284,12 +284,6 @@ def test_counters_stay_exact_under_concurrent_writers(pg_dsn: str) -> None:
     pg.close()
 
 
-def _open(dsn: str, out: Any) -> None:
-    store = _pg(dsn)
-    store.close()
-    out.put(True)
-
-
 def test_an_old_database_is_backfilled_exactly_even_by_two_processes_at_once(pg_dsn: str, tmp_path: Path) -> None:
     pair = Pair(pg_dsn, tmp_path)
     ids = pair.remember_many(_texts(2600, 4))  # more than two backfill batches
@@ -297,15 +291,7 @@ def test_an_old_database_is_backfilled_exactly_even_by_two_processes_at_once(pg_
         store.forget(mid)
     pair.pg._run(lambda cur: pg_downgrade(cur, 2), write=True)  # the database as schema 2 left it
     pair.pg.close()
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_open, args=(pg_dsn, out)) for _ in range(2)]
-    for p in procs:
-        p.start()
-    assert [out.get(timeout=300) for _ in procs] == [True, True]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    open_in_two_processes(pg_dsn)
     pair.pg = _pg(pg_dsn)
     assert pair.pg.health().schema_version == PG_SCHEMA_VERSION
     pair.check()  # 2,600 rows, most matching: the lists are SQLite's too (schema 5)

@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from ._helpers import bench_module
 
-
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_recall_eval_data", ROOT / "bench" / "_recall_eval_data.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("_recall_eval_data", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-data = _module()
+data = bench_module("_recall_eval_data")
 CORPUS, QUERIES = data.load()
 BY_ID = {m["id"]: m for m in CORPUS}
 

@@ -105,7 +105,7 @@ def insert_docs(cur: Any, seqs: Sequence[int], stats: Sequence[Stats]) -> None:
         "INSERT INTO memory_docs (seq, doc_len, terms, tfs)"
         " SELECT seq, len, string_to_array(terms, ' '), string_to_array(tfs, ' ')::int[]"
         " FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[]) AS u(seq, len, terms, tfs)",
-        [list(seqs), [n for n, _, _ in stats], [t for _, t, _ in stats], [f for _, _, f in stats]],
+        [list(seqs), *_columns(stats)],
     )
 
 
