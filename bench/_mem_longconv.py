@@ -74,3 +74,32 @@ def build(emb: Any, tmp: Path, split: str | None, pool_of: Any) -> LongConv:
             out.texts.append(text)
             out.store_of.append(n)
     return out
+
+
+def shared_store_rows(emb: Any, tmp: Path, split: str | None, reps: int = 0) -> list[tuple[str, str, str, str]]:
+    """The same conversations in one store, a scope each (as a team's chat memory would keep them):
+    ``search_hybrid`` turn recall@10 with the scope's own document frequencies in the semantic query,
+    against the store's alone (``_scope_idfs`` patched to find none), same store, same questions."""
+    store = SQLiteMemoryStore(tmp / "longconv-shared.db", embedder=emb, durable=False)
+    asked: list[tuple[Scope, str, set[int]]] = []
+    for n, conv in enumerate(load(split)):
+        scope = Scope(f"chat-{n}", "bench")
+        turns = conv["turns"]
+        ids = store.remember_many([(f"{t['speaker']}: {t['text']}", None) for t in turns], scope)
+        seq_of = dict(store._read("SELECT id, seq FROM memories"))
+        by_turn = {t["id"]: seq_of[i] for t, i in zip(turns, ids, strict=True)}
+        asked += [(scope, q["question"], {by_turn[e] for e in q["evidence"]}) for q in conv["questions"] if q["evidence"]]
+
+    def recall10() -> float:
+        got = []
+        for scope, q, want in asked:
+            hits = {store._read("SELECT seq FROM memories WHERE id = ?", [h.id])[0][0] for h in store.search_hybrid(q, scope, limit=10)}
+            got.append(len(want & hits) / len(want))
+        return sum(got) / len(got)
+
+    with_scope = recall10()
+    store._scope_idfs = lambda *_a: None  # type: ignore[method-assign]
+    store_only = recall10()
+    store.close()
+    return [(f"long conversations in one store, a scope each: search_hybrid turn recall@10 ({len(asked)} questions)",
+             f"{with_scope:.3f}", f"{store_only:.3f} with the store's document frequencies alone", "-")]  # fmt: skip

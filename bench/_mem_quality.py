@@ -92,7 +92,7 @@ def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL, scope: Scop
     for n, k in store._successors(list(cands), scope, {}).items():  # the reply after a candidate joins the pool
         cands[n]["succ_only"] = float(n not in cands)
         cands[n]["prev"] = k
-    qv = np.asarray(store.embedder.embed_batch([store._semantic_text(query)])[0], dtype=np.float32)
+    qv = np.asarray(store.embedder.embed_batch([store._semantic_text(query, scope)])[0], dtype=np.float32)
     for k, c in index.scores_for(qv, [k for k in cands if "cos" not in cands[k]]).items():
         cands[k]["cos"] = c
     if fq:
@@ -864,6 +864,9 @@ def run(argv: Sequence[str] | None = None) -> None:
                 print(f"| {name} | " + " | ".join(f"{m['kinds10'].get(k, 0.0):.3f}" for k in kind_names) + " |")
             if not args.fit:
                 lc.check_api(cal, rank_hybrid)
+                print("\n| metric | atomic-agents | baseline (same run) | target |\n|---|---|---|---|")
+                for row in _mem_longconv.shared_store_rows(emb, Path(tmp), None if args.split == "all" else args.split):
+                    print("| " + " | ".join(row) + " |", flush=True)
         if args.split == "test" and not args.fit:
             _, dev_q = _load("dev")
             dev_wants = [{by_cid[r] for r in q["relevant"]} for q in dev_q]

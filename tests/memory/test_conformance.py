@@ -464,6 +464,17 @@ def test_semantic_side_leaves_out_a_word_nearly_every_memory_holds(store: Memory
     assert store.recall("Caroline?", scope, limit=3)
 
 
+def test_a_word_nearly_every_memory_of_the_scope_holds_is_left_out_in_a_shared_store(store: MemoryStore, scope: Scope) -> None:
+    # Four other conversations share the store, so "Caroline" is in a tenth of it (BM25's IDF for it
+    # is far from small) but in half of this scope: the scope's own counts leave it out.
+    for n in range(4):
+        other = Scope(f"chat-{n}", "alice", org_id="acme", workspace_id="acme/web")
+        store.remember_many([(f"Speaker{n}: a line about topic {i} and weather {i % 7}", None) for i in range(250)], other)
+    hike = _conversation(store, scope)
+    assert store.recall("When did Caroline go hiking?", scope, limit=1)[0].id == hike
+    assert store.search_hybrid("When did Caroline go hiking?", scope, limit=1)[0].id == hike
+
+
 def test_a_small_store_embeds_the_whole_question(store: MemoryStore, scope: Scope) -> None:
     # Fewer than UBIQUITOUS_MIN_ROWS rows: document frequencies say too little to drop a word.
     short = store.remember("Caroline: Cool!", None, scope)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore
 from atomic_agents.memory._scoring import UBIQUITOUS_IDF, UBIQUITOUS_MIN_ROWS, semantic_query, stems
 
 COMMON = {"carolin": 1e-6, "melani": 0.2}
@@ -32,3 +37,37 @@ def test_a_word_that_only_contains_a_common_word_stays() -> None:
     # only whole words (and their 's) go: "Melbourne" is not "Mel"
     idfs = {stems(["mel"])["mel"]: 1e-6, stems(["melbourne"])["melbourne"]: 4.0, **RARE}
     assert semantic_query("Did Mel hike in Melbourne?", idfs, 500) == "Did hike in Melbourne?"
+
+
+def _shared(tmp_path: Path) -> tuple[SQLiteMemoryStore, Scope, str]:
+    store = SQLiteMemoryStore(tmp_path / "m.db", embedder=HashingEmbedder())
+    for n in range(4):
+        store.remember_many([(f"Speaker{n}: a line about topic {i}", None) for i in range(250)], Scope(f"chat-{n}", "u"))
+    scope = Scope("chat", "u")
+    hike = store.remember("Caroline: I went hiking in the hills last week and got lost near the ridge", None, scope)
+    for i in range(60):
+        store.remember(f"Caroline: {['Cool', 'Wow', 'Nice', 'Haha'][i % 4]}!", None, scope)
+        store.remember(f"Melanie: tell me more about turn {i}", None, scope)
+    return store, scope, hike
+
+
+def test_the_scope_counts_leave_out_its_speakers_name_within_their_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from atomic_agents.memory import _sqlite_keyword
+
+    store, scope, hike = _shared(tmp_path)
+    q = "When did Caroline go hiking?"
+    assert store._semantic_text(q) == q  # the store's counts alone: the name is in 6% of it
+    assert store._semantic_text(q, scope) == "When did go hiking?"
+    assert store.recall(q, scope, limit=1)[0].id == hike
+    # a scope past SCOPE_DF_MAX_ROWS, or a word held by more than SCOPE_DF_MAX_HITS rows store-wide, is not counted
+    monkeypatch.setattr(_sqlite_keyword, "SCOPE_DF_MAX_ROWS", 100)
+    assert store._semantic_text(q, scope) == q and store.recall(q, scope, limit=1)[0].id != hike
+    monkeypatch.setattr(_sqlite_keyword, "SCOPE_DF_MAX_ROWS", 20_000)
+    monkeypatch.setattr(_sqlite_keyword, "SCOPE_DF_MAX_HITS", 50)
+    assert store._semantic_text(q, scope) == q
+    # the scope that is the whole store has the store's counts: nothing is counted twice
+    solo = SQLiteMemoryStore(tmp_path / "solo.db", embedder=HashingEmbedder())
+    solo.remember_many([(f"Caroline: turn {i}", None) for i in range(80)], scope)
+    assert solo._scope_idfs(q, scope, solo._idf(q), 80) is None
+    store.close()
+    solo.close()

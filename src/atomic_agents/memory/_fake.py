@@ -45,8 +45,11 @@ from ._leases import Fence, Lease, check_fence, check_lease_args, held_error
 from ._models import Health, Hit, Memory, PruneReport, Scope, ScopeFilter, check_filters, check_flag, check_id, check_limit, check_query
 from ._scoring import (
     HYBRID_POOL,
-    bm25,
+    SCOPE_DF_MAX_HITS,
+    SCOPE_DF_MAX_ROWS,
+    UBIQUITOUS_MIN_ROWS,
     asks,
+    bm25,
     calibration_for,
     fuse_pool,
     idf,
@@ -60,6 +63,7 @@ from ._scoring import (
     semantic_score,
     stems,
     tokens,
+    ubiquitous_at,
 )
 from ._base import check_no_secrets  # the scanner loads with the first write
 from ._sqlite_schema import SCHEMA_VERSION
@@ -234,14 +238,23 @@ class InMemoryMemoryStore:
             got = self._tokens[content] = Counter(tokens([content])[0])
         return got
 
-    def _semantic_text(self, query: str) -> str:
-        """The text the query is embedded as (``_scoring.semantic_query``), over every stored memory's stems."""
-        wanted = set(stems(keyword_terms(query)).values())
-        if not wanted:
+    def _semantic_text(self, query: str, scope: Scope | None = None) -> str:
+        """The text the query is embedded as (``_scoring.semantic_query``), over every stored memory's stems
+        and, for a scope of at most ``SCOPE_DF_MAX_ROWS`` live memories, the scope's (as on SQLite)."""
+        by_word = stems(keyword_terms(query))
+        if not by_word:
             return query
         every = [self._counts(m.content) for m in self._mems.values()]
-        idfs = {t: idf(len(every), sum(1 for c in every if c[t])) for t in wanted}
-        return semantic_query(query, idfs, len(every))
+        held = {t: sum(1 for c in every if c[t]) for t in set(by_word.values())}
+        idfs = {t: idf(len(every), n) for t, n in held.items()}
+        scoped = None
+        live = [self._counts(m.content) for m in self._live(scope)] if scope else []
+        if UBIQUITOUS_MIN_ROWS <= len(live) <= SCOPE_DF_MAX_ROWS and len(live) < len(every):
+            need = ubiquitous_at(len(live))
+            one = {t for w, t in by_word.items() if len(tokens([w])[0]) == 1 and need <= held[t] <= SCOPE_DF_MAX_HITS}
+            if one:
+                scoped = ({t: idf(len(live), sum(1 for c in live if c[t])) for t in one}, len(live))
+        return semantic_query(query, idfs, len(every), scoped)
 
     def _evidence(self, query: str, pool: list[Memory]) -> dict[str, float]:
         """Keyword evidence of each memory in ``pool`` that matches a query word."""
@@ -289,7 +302,7 @@ class InMemoryMemoryStore:
         cal = calibration_for(self.embedder)
         return [Hit(m, keyword_score(e, cal)) for m, e in self._keyword(q, self._live(sc, flt), lim)]
 
-    def _cosines(self, query: str, pool: list[Memory]) -> dict[str, float]:
+    def _cosines(self, query: str, pool: list[Memory], scope: Scope | None = None) -> dict[str, float]:
         if self._stored_model != self.embedder.model_id:
             raise EmbedderMismatchError(
                 f"this store's vectors come from {self._stored_model!r}, the current embedder is "
@@ -297,7 +310,7 @@ class InMemoryMemoryStore:
                 stored=self._stored_model,
                 current=self.embedder.model_id,
             )
-        qv = embed_texts(self.embedder, [self._semantic_text(query)])[0]
+        qv = embed_texts(self.embedder, [self._semantic_text(query, scope)])[0]
         return {
             m.id: float(self._vecs[m.id][2] @ qv)
             for m in pool
@@ -309,7 +322,7 @@ class InMemoryMemoryStore:
     ) -> list[Hit]:
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         pool = self._live(sc, flt)
-        cos = self._cosines(q, pool)
+        cos = self._cosines(q, pool, sc)
         ranked = sorted(pool, key=lambda m: -cos.get(m.id, -2.0))[:lim]
         cal = calibration_for(self.embedder)
         return [Hit(m, semantic_score(cos[m.id], cal)) for m in ranked if m.id in cos]
@@ -326,7 +339,7 @@ class InMemoryMemoryStore:
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         rerank = check_flag(rerank, name="rerank")
         pool = self._live(sc, flt)
-        cos = self._cosines(q, pool)
+        cos = self._cosines(q, pool, sc)
         ev, coverage = self._keyword_signals(q, pool)
         # the same candidate pool as the SQLite backend: each ranker's top max(4 * limit, HYBRID_POOL)
         depth = max(lim * 4, HYBRID_POOL)

@@ -461,7 +461,7 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
 
     def _semantic(self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int) -> tuple[np.ndarray, list[tuple[int, float, Memory]]]:
         dim = self._require_model()
-        qv = np.asarray(self.embedder.embed_batch([self._semantic_text(q)])[0], dtype=np.float32)
+        qv = np.asarray(self.embedder.embed_batch([self._semantic_text(q, sc)])[0], dtype=np.float32)
         extra, fparams = _filter_sql(filters)
         post = _needs_python_check(filters)
         model = self._model_literal()

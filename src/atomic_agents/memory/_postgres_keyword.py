@@ -24,7 +24,23 @@ from ._base import metadata_matches
 from ._models import Memory, Scope
 from ._postgres_sql import _COLS, _LIVE, _SCOPE, _filter_sql, _needs_python_check
 from ._postgres_stats import KeywordStats, backfill, read_stats, stem_key
-from ._scoring import B, K1, idf, keyword_coverage, keyword_evidence, keyword_terms, query_names, query_stems, semantic_query, tokens
+from ._scoring import (
+    B,
+    K1,
+    SCOPE_DF_MAX_HITS,
+    SCOPE_DF_MAX_ROWS,
+    UBIQUITOUS_MIN_ROWS,
+    idf,
+    keyword_coverage,
+    keyword_evidence,
+    keyword_terms,
+    query_names,
+    query_stems,
+    semantic_query,
+    stems,
+    tokens,
+    ubiquitous_at,
+)
 
 __all__ = ["PostgresKeyword"]
 
@@ -106,10 +122,38 @@ class PostgresKeyword:
         idfs, st = self._query_idf(query)
         return idfs, st.avg_length if st is not None else 0.0
 
-    def _semantic_text(self, query: str) -> str:
-        """The text the query is embedded as (:func:`~._scoring.semantic_query`: BM25's own counts, one read)."""
+    def _semantic_text(self, query: str, scope: Scope | None = None) -> str:
+        """The text the query is embedded as (:func:`~._scoring.semantic_query`: BM25's own counts, one
+        read, and for a scope of at most ``SCOPE_DF_MAX_ROWS`` live memories the scope's own, as on SQLite)."""
         idfs, st = self._query_idf(query)
-        return semantic_query(query, idfs, st.rows) if st is not None else query
+        if st is None:
+            return query
+        return semantic_query(query, idfs, st.rows, self._scope_idfs(query, scope, st) if scope else None)
+
+    def _scope_idfs(self, query: str, scope: Scope, st: KeywordStats) -> tuple[dict[str, float], int] | None:
+        """``(stem -> idf, live rows)`` over the scope's live memories (see ``SQLiteKeyword._scope_idfs``)."""
+        now = time.time()
+        n_scope = int(self._read(
+            f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {_SCOPE} AND {_LIVE} LIMIT %s) x",
+            [*scope.key(), now, SCOPE_DF_MAX_ROWS + 1],
+        )[0][0])  # fmt: skip
+        if n_scope < UBIQUITOUS_MIN_ROWS or n_scope > SCOPE_DF_MAX_ROWS or n_scope >= st.rows:
+            return None
+        need = ubiquitous_at(n_scope)
+        out: dict[str, float] = {}
+        for word, stem in stems(keyword_terms(query)).items():
+            if stem in out or len(tokens([word])[0]) != 1:
+                continue
+            held = st.hits.get(stem_key(stem), 0)
+            if held < need or held > SCOPE_DF_MAX_HITS:
+                continue
+            hits = self._read(
+                f"SELECT count(*) FROM memory_docs d JOIN memories m ON m.seq = d.seq"
+                f" WHERE d.terms @> ARRAY[%s]::text[] AND {_SCOPE} AND {_LIVE}",
+                [stem_key(stem), *scope.key(), now],
+            )[0][0]
+            out[stem] = idf(n_scope, int(hits))
+        return (out, n_scope) if out else None
 
     def _plan(self, query: str) -> _Plan | None:
         """The query as FTS5 reads it (``None``: no word has a token), with every number its BM25 needs."""

@@ -98,6 +98,8 @@ __all__ = [
     "GENERIC",
     "HYBRID_POOL",
     "QUESTION_MARKS",
+    "SCOPE_DF_MAX_HITS",
+    "SCOPE_DF_MAX_ROWS",
     "Calibration",
     "asks",
     "bm25",
@@ -118,6 +120,7 @@ __all__ = [
     "semantic_score",
     "stems",
     "tokens",
+    "ubiquitous_at",
 ]
 
 _MAX_TERMS = 32
@@ -245,7 +248,27 @@ UBIQUITOUS_IDF = 0.3
 UBIQUITOUS_MIN_ROWS = 50
 
 
-def semantic_query(query: str, idfs: Mapping[str, float], n_rows: int) -> str:
+#: A scope of up to this many live memories also gets its own document frequencies in
+#: :func:`semantic_query` (counted at query time; a bigger scope uses the store's alone).
+SCOPE_DF_MAX_ROWS = 20_000
+#: A word held by more rows than this store-wide is not counted per scope (the count would read
+#: its whole doclist); the store's frequency decides for it.
+SCOPE_DF_MAX_HITS = 200_000
+
+
+def ubiquitous_at(n_rows: int) -> float:
+    """The row count a word must pass for its IDF over ``n_rows`` to fall below :data:`UBIQUITOUS_IDF`.
+
+    >>> round(ubiquitous_at(1000)), idf(1000, 425) >= UBIQUITOUS_IDF > idf(1000, 426)
+    (425, True)
+    """
+    e = math.exp(UBIQUITOUS_IDF)
+    return (n_rows + 0.5 - 0.5 * e) / (1.0 + e)
+
+
+def semantic_query(
+    query: str, idfs: Mapping[str, float], n_rows: int, scoped: tuple[Mapping[str, float], int] | None = None
+) -> str:
     """The text a query is embedded as: ``query`` without the content words nearly every memory holds.
 
     A word in nearly half of the store (the user's or the agent's own name in its memories, the
@@ -255,7 +278,9 @@ def semantic_query(query: str, idfs: Mapping[str, float], n_rows: int) -> str:
     (``idfs[stem] < UBIQUITOUS_IDF``, ``idfs`` as the keyword side computes them) are dropped,
     with a possessive ``'s``. The query is unchanged when the store has fewer than
     :data:`UBIQUITOUS_MIN_ROWS` rows, when no word qualifies, or when no other content word
-    would be left.
+    would be left. ``scoped`` is ``(idfs, n_rows)`` over the searched scope's live memories alone
+    (a word is dropped when either says so): with several conversations in one store a speaker's
+    name is in a tenth of the store but in half of the scope.
 
     >>> semantic_query("When did Caroline go hiking?", {"carolin": 1e-6, "hike": 4.1}, 400)
     'When did go hiking?'
@@ -265,11 +290,14 @@ def semantic_query(query: str, idfs: Mapping[str, float], n_rows: int) -> str:
     'Caroline?'
     >>> semantic_query("When did Caroline go hiking?", {"carolin": 1e-6, "hike": 4.1}, 20)
     'When did Caroline go hiking?'
+    >>> semantic_query("When did Caroline go hiking?", {"carolin": 2.3, "hike": 4.1}, 4000, ({"carolin": 1e-6}, 400))
+    'When did go hiking?'
     """
-    if n_rows < UBIQUITOUS_MIN_ROWS or not idfs:
-        return query
     by_word = stems(keyword_terms(query))
-    common = {w for w, st in by_word.items() if idfs.get(st, UBIQUITOUS_IDF) < UBIQUITOUS_IDF}
+    common: set[str] = set()
+    for table, n in ((idfs, n_rows), scoped or ({}, 0)):
+        if n >= UBIQUITOUS_MIN_ROWS and table:
+            common |= {w for w, st in by_word.items() if table.get(st, UBIQUITOUS_IDF) < UBIQUITOUS_IDF}
     if not common or all(w in common for w in by_word):
         return query
     drop = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(common, key=len, reverse=True)) + r")(?:['\u2019]s)?\b", re.IGNORECASE)

@@ -450,7 +450,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
             if self._index_model != self.embedder.model_id:
                 self._require_model()
             # embedded without the words nearly every memory holds (_scoring.semantic_query)
-            qv = np.asarray(self.embedder.embed_batch([self._semantic_text(q)])[0], dtype=np.float32)
+            qv = np.asarray(self.embedder.embed_batch([self._semantic_text(q, sc)])[0], dtype=np.float32)
             if not filters:
                 return qv, index, None, index.search(qv, sc.key(), limit, now=time.time())
             found = self._filtered_top(qv, index, sc, filters, limit)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import threading
 import time
 from collections.abc import Container, Iterable, Mapping, Sequence
@@ -19,7 +20,21 @@ from typing import TYPE_CHECKING, Any
 from ..exceptions import StoreError
 from ._base import metadata_matches
 from ._models import Memory, Scope
-from ._scoring import fts_query, idf, keyword_coverage, keyword_evidence, keyword_terms, name_words, semantic_query, stems
+from ._scoring import (
+    SCOPE_DF_MAX_HITS,
+    SCOPE_DF_MAX_ROWS,
+    UBIQUITOUS_MIN_ROWS,
+    fts_query,
+    idf,
+    keyword_coverage,
+    keyword_evidence,
+    keyword_terms,
+    name_words,
+    semantic_query,
+    stems,
+    tokens,
+    ubiquitous_at,
+)
 from ._sqlite_sql import _BY_ROWID_SCOPE, _COLS, _LIVE, _SCOPE, _needs_python_check, _tag_clause
 from ._base import memory_from_row as _memory
 
@@ -95,13 +110,41 @@ class SQLiteKeyword:
             self._idf_memo = (key, query, out)
         return out
 
-    def _semantic_text(self, query: str) -> str:
-        """The text the query is embedded as (:func:`~._scoring.semantic_query`, over the FTS index's counts)."""
+    def _semantic_text(self, query: str, scope: Scope | None = None) -> str:
+        """The text the query is embedded as (:func:`~._scoring.semantic_query`, over the FTS index's
+        counts and, for a scope of at most ``SCOPE_DF_MAX_ROWS`` live memories, the scope's own)."""
         if not keyword_terms(query):
             return query
         idfs = self._idf(query)
         rows = self._fts_rows
-        return semantic_query(query, idfs, rows[1] if rows is not None else 0)
+        n_rows = rows[1] if rows is not None else 0
+        return semantic_query(query, idfs, n_rows, self._scope_idfs(query, scope, idfs, n_rows) if scope else None)
+
+    def _scope_idfs(self, query: str, scope: Scope, idfs: Mapping[str, float], n_rows: int) -> tuple[dict[str, float], int] | None:
+        """``(stem -> idf, live rows)`` over the scope's live memories, for the words that could be in
+        nearly half of them (single-token words held store-wide by enough, and not too many, rows)."""
+        now = time.time()
+        n_scope = int(self._read(
+            f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {_SCOPE} AND {_LIVE} LIMIT ?)",
+            [*scope.key(), now, SCOPE_DF_MAX_ROWS + 1],
+        )[0][0])  # fmt: skip
+        if n_scope < UBIQUITOUS_MIN_ROWS or n_scope > SCOPE_DF_MAX_ROWS or n_scope >= n_rows:
+            return None  # too small to say, too big to count, or the whole store (its counts are the scope's)
+        need = ubiquitous_at(n_scope)
+        out: dict[str, float] = {}
+        for word, stem in stems(keyword_terms(query)).items():
+            if stem in out or len(tokens([word])[0]) != 1:
+                continue
+            held = n_rows / (1.0 + math.exp(idfs.get(stem, 0.0)))  # store-wide rows, near enough for the bounds
+            if held < need or held > SCOPE_DF_MAX_HITS:
+                continue
+            hits = self._read(
+                f"SELECT count(*) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
+                f" WHERE memories_fts MATCH ? AND {_SCOPE} AND {_LIVE}",
+                ['"' + word.replace('"', '""') + '"', *scope.key(), now],
+            )[0][0]
+            out[stem] = idf(n_scope, int(hits))
+        return (out, n_scope) if out else None
 
     def _matches(self, query: str) -> Matches:
         """Every row matching a query word: its bm25, and what :meth:`Matches.coverage` needs.
