@@ -92,7 +92,7 @@ def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL, scope: Scop
     for n, k in store._successors(list(cands), scope, {}).items():  # the reply after a candidate joins the pool
         cands[n]["succ_only"] = float(n not in cands)
         cands[n]["prev"] = k
-    qv = np.asarray(store.embedder.embed_batch([store._semantic_text(query, scope)])[0], dtype=np.float32)
+    qv = np.asarray(store.embedder.embed_batch([store._semantic_text(query, scope, index.scope_rows(scope.key()))])[0], dtype=np.float32)
     for k, c in index.scores_for(qv, [k for k in cands if "cos" not in cands[k]]).items():
         cands[k]["cos"] = c
     if fq:

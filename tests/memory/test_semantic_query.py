@@ -56,18 +56,21 @@ def test_the_scope_counts_leave_out_its_speakers_name_within_their_bounds(tmp_pa
 
     store, scope, hike = _shared(tmp_path)
     q = "When did Caroline go hiking?"
+    rows = store._sync().scope_rows(scope.key())
+    assert rows == 121
     assert store._semantic_text(q) == q  # the store's counts alone: the name is in 6% of it
-    assert store._semantic_text(q, scope) == "When did go hiking?"
+    assert store._semantic_text(q, scope, rows) == "When did go hiking?"
     assert store.recall(q, scope, limit=1)[0].id == hike
     # a scope past SCOPE_DF_MAX_ROWS, or a word held by more than SCOPE_DF_MAX_HITS rows store-wide, is not counted
     monkeypatch.setattr(_sqlite_keyword, "SCOPE_DF_MAX_ROWS", 100)
-    assert store._semantic_text(q, scope) == q and store.recall(q, scope, limit=1)[0].id != hike
+    assert store._semantic_text(q, scope, rows) == q and store.recall(q, scope, limit=1)[0].id != hike
     monkeypatch.setattr(_sqlite_keyword, "SCOPE_DF_MAX_ROWS", 20_000)
     monkeypatch.setattr(_sqlite_keyword, "SCOPE_DF_MAX_HITS", 50)
-    assert store._semantic_text(q, scope) == q
+    store.remember("Melanie: one more turn", None, scope)  # a write: the counts are taken again
+    assert store._semantic_text(q, scope, rows + 1) == q
     # the scope that is the whole store has the store's counts: nothing is counted twice
     solo = SQLiteMemoryStore(tmp_path / "solo.db", embedder=HashingEmbedder())
     solo.remember_many([(f"Caroline: turn {i}", None) for i in range(80)], scope)
-    assert solo._scope_idfs(q, scope, solo._idf(q), 80) is None
+    assert solo._scope_idfs(q, scope, solo._idf(q), 80, 80) is None
     store.close()
     solo.close()

@@ -248,7 +248,8 @@ class InMemoryMemoryStore:
         held = {t: sum(1 for c in every if c[t]) for t in set(by_word.values())}
         idfs = {t: idf(len(every), n) for t, n in held.items()}
         scoped = None
-        live = [self._counts(m.content) for m in self._live(scope)] if scope else []
+        key = scope.key() if scope else None  # the scope's memories not forgotten (expired ones count)
+        live = [self._counts(m.content) for m in self._mems.values() if m.scope_key() == key and m.deleted_at is None] if scope else []
         if UBIQUITOUS_MIN_ROWS <= len(live) <= SCOPE_DF_MAX_ROWS and len(live) < len(every):
             need = ubiquitous_at(len(live))
             one = {t for w, t in by_word.items() if len(tokens([w])[0]) == 1 and need <= held[t] <= SCOPE_DF_MAX_HITS}

@@ -131,11 +131,10 @@ class PostgresKeyword:
         return semantic_query(query, idfs, st.rows, self._scope_idfs(query, scope, st) if scope else None)
 
     def _scope_idfs(self, query: str, scope: Scope, st: KeywordStats) -> tuple[dict[str, float], int] | None:
-        """``(stem -> idf, live rows)`` over the scope's live memories (see ``SQLiteKeyword._scope_idfs``)."""
-        now = time.time()
-        n_scope = int(self._read(
-            f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {_SCOPE} AND {_LIVE} LIMIT %s) x",
-            [*scope.key(), now, SCOPE_DF_MAX_ROWS + 1],
+        """``(stem -> idf, rows)`` over the scope's memories not forgotten (see ``SQLiteKeyword._scope_idfs``)."""
+        n_scope = int(self._read(  # the scope index alone: rows not forgotten (expired ones count, as on SQLite)
+            f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {_SCOPE} AND m.deleted_at = 0 LIMIT %s) x",
+            [*scope.key(), SCOPE_DF_MAX_ROWS + 1],
         )[0][0])  # fmt: skip
         if n_scope < UBIQUITOUS_MIN_ROWS or n_scope > SCOPE_DF_MAX_ROWS or n_scope >= st.rows:
             return None
@@ -149,8 +148,8 @@ class PostgresKeyword:
                 continue
             hits = self._read(
                 f"SELECT count(*) FROM memory_docs d JOIN memories m ON m.seq = d.seq"
-                f" WHERE d.terms @> ARRAY[%s]::text[] AND {_SCOPE} AND {_LIVE}",
-                [stem_key(stem), *scope.key(), now],
+                f" WHERE d.terms @> ARRAY[%s]::text[] AND {_SCOPE} AND m.deleted_at = 0",
+                [stem_key(stem), *scope.key()],
             )[0][0]
             out[stem] = idf(n_scope, int(hits))
         return (out, n_scope) if out else None

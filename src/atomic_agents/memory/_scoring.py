@@ -251,9 +251,9 @@ UBIQUITOUS_MIN_ROWS = 50
 #: A scope of up to this many live memories also gets its own document frequencies in
 #: :func:`semantic_query` (counted at query time; a bigger scope uses the store's alone).
 SCOPE_DF_MAX_ROWS = 20_000
-#: A word held by more rows than this store-wide is not counted per scope (the count would read
-#: its whole doclist); the store's frequency decides for it.
-SCOPE_DF_MAX_HITS = 200_000
+#: A word held by more rows than this store-wide is not counted per scope (the count reads its
+#: whole doclist, about 1 us a row); the store's frequency decides for it.
+SCOPE_DF_MAX_HITS = 20_000
 
 
 def ubiquitous_at(n_rows: int) -> float:

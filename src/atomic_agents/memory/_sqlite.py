@@ -137,6 +137,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         self._writes = 0  # own commits (PRAGMA data_version only counts other connections')
         self._fts_rows: tuple[tuple[int, int], int] | None = None
         self._idf_memo: tuple[tuple[int, int], str, dict[str, float]] | None = None
+        self._scope_hits: tuple[tuple[int, int], dict[tuple[tuple[str, ...], str], int]] | None = None
         self._vocab = False
 
     # -- plumbing --------------------------------------------------------------------
@@ -450,7 +451,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
             if self._index_model != self.embedder.model_id:
                 self._require_model()
             # embedded without the words nearly every memory holds (_scoring.semantic_query)
-            qv = np.asarray(self.embedder.embed_batch([self._semantic_text(q, sc)])[0], dtype=np.float32)
+            qv = np.asarray(self.embedder.embed_batch([self._semantic_text(q, sc, index.scope_rows(sc.key()))])[0], dtype=np.float32)
             if not filters:
                 return qv, index, None, index.search(qv, sc.key(), limit, now=time.time())
             found = self._filtered_top(qv, index, sc, filters, limit)

@@ -84,6 +84,7 @@ class SQLiteKeyword:
     _writes: int
     _fts_rows: tuple[tuple[int, int], int] | None
     _idf_memo: tuple[tuple[int, int], str, dict[str, float]] | None
+    _scope_hits: tuple[tuple[int, int], dict[tuple[tuple[str, ...], str], int]] | None
     _vocab: bool
 
     if TYPE_CHECKING:  # provided by the store
@@ -110,27 +111,33 @@ class SQLiteKeyword:
             self._idf_memo = (key, query, out)
         return out
 
-    def _semantic_text(self, query: str, scope: Scope | None = None) -> str:
+    def _semantic_text(self, query: str, scope: Scope | None = None, scope_rows: int = 0) -> str:
         """The text the query is embedded as (:func:`~._scoring.semantic_query`, over the FTS index's
-        counts and, for a scope of at most ``SCOPE_DF_MAX_ROWS`` live memories, the scope's own)."""
+        counts and, for a scope of ``scope_rows`` (the vector index's count) up to ``SCOPE_DF_MAX_ROWS``
+        memories, the scope's own)."""
         if not keyword_terms(query):
             return query
         idfs = self._idf(query)
         rows = self._fts_rows
         n_rows = rows[1] if rows is not None else 0
-        return semantic_query(query, idfs, n_rows, self._scope_idfs(query, scope, idfs, n_rows) if scope else None)
+        scoped = self._scope_idfs(query, scope, idfs, n_rows, scope_rows) if scope is not None else None
+        return semantic_query(query, idfs, n_rows, scoped)
 
-    def _scope_idfs(self, query: str, scope: Scope, idfs: Mapping[str, float], n_rows: int) -> tuple[dict[str, float], int] | None:
-        """``(stem -> idf, live rows)`` over the scope's live memories, for the words that could be in
-        nearly half of them (single-token words held store-wide by enough, and not too many, rows)."""
-        now = time.time()
-        n_scope = int(self._read(
-            f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {_SCOPE} AND {_LIVE} LIMIT ?)",
-            [*scope.key(), now, SCOPE_DF_MAX_ROWS + 1],
-        )[0][0])  # fmt: skip
+    def _scope_idfs(
+        self, query: str, scope: Scope, idfs: Mapping[str, float], n_rows: int, n_scope: int
+    ) -> tuple[dict[str, float], int] | None:
+        """``(stem -> idf, n_scope)`` over the scope's memories not forgotten (expired ones count, as in
+        FTS5's own counts), for the words that could be in nearly half of them: single-token words held
+        store-wide by enough rows, and by at most ``SCOPE_DF_MAX_HITS`` (each is one pass over its
+        doclist; kept until the next write)."""
         if n_scope < UBIQUITOUS_MIN_ROWS or n_scope > SCOPE_DF_MAX_ROWS or n_scope >= n_rows:
             return None  # too small to say, too big to count, or the whole store (its counts are the scope's)
         need = ubiquitous_at(n_scope)
+        key = (int(self._read("PRAGMA data_version")[0][0]), self._writes)
+        with self._lock:
+            if self._scope_hits is None or self._scope_hits[0] != key:
+                self._scope_hits = (key, {})
+            memo = self._scope_hits[1]
         out: dict[str, float] = {}
         for word, stem in stems(keyword_terms(query)).items():
             if stem in out or len(tokens([word])[0]) != 1:
@@ -138,12 +145,14 @@ class SQLiteKeyword:
             held = n_rows / (1.0 + math.exp(idfs.get(stem, 0.0)))  # store-wide rows, near enough for the bounds
             if held < need or held > SCOPE_DF_MAX_HITS:
                 continue
-            hits = self._read(
-                f"SELECT count(*) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
-                f" WHERE memories_fts MATCH ? AND {_SCOPE} AND {_LIVE}",
-                ['"' + word.replace('"', '""') + '"', *scope.key(), now],
-            )[0][0]
-            out[stem] = idf(n_scope, int(hits))
+            hits = memo.get((scope.key(), stem))
+            if hits is None:
+                hits = memo[(scope.key(), stem)] = int(self._read(  # the doclist first, then each row's scope
+                    "WITH f AS MATERIALIZED (SELECT rowid AS r FROM memories_fts WHERE memories_fts MATCH ?)"
+                    f" SELECT count(*) FROM f JOIN memories m ON m.seq = f.r WHERE {_SCOPE} AND m.deleted_at = 0",
+                    ['"' + word.replace('"', '""') + '"', *scope.key()],
+                )[0][0])  # fmt: skip
+            out[stem] = idf(n_scope, hits)
         return (out, n_scope) if out else None
 
     def _matches(self, query: str) -> Matches:

@@ -139,6 +139,11 @@ class VectorIndex:
             code = self._scope_codes[scope] = len(self._scope_codes) + 1
         return code
 
+    def scope_rows(self, scope: ScopeKey) -> int:
+        """How many rows of ``scope`` the index holds (forgotten ones out, expired ones in)."""
+        code = self._scope_codes.get(scope)
+        return self._count.get(code, 0) if code is not None else 0
+
     def _base_row(self, key: int) -> int | None:
         i = int(np.searchsorted(self._bk, key))
         return i if i < len(self._bk) and int(self._bk[i]) == key else None
