@@ -248,7 +248,7 @@ UBIQUITOUS_IDF = 0.3
 UBIQUITOUS_MIN_ROWS = 50
 
 
-#: A scope of up to this many live memories also gets its own document frequencies in
+#: A scope of up to this many memories (not forgotten) also gets its own document frequencies in
 #: :func:`semantic_query` (counted at query time; a bigger scope uses the store's alone).
 SCOPE_DF_MAX_ROWS = 20_000
 #: A word held by more rows than this store-wide is not counted per scope (the count reads its
@@ -278,7 +278,7 @@ def semantic_query(
     (``idfs[stem] < UBIQUITOUS_IDF``, ``idfs`` as the keyword side computes them) are dropped,
     with a possessive ``'s``. The query is unchanged when the store has fewer than
     :data:`UBIQUITOUS_MIN_ROWS` rows, when no word qualifies, or when no other content word
-    would be left. ``scoped`` is ``(idfs, n_rows)`` over the searched scope's live memories alone
+    would be left. ``scoped`` is ``(idfs, n_rows)`` over the searched scope's memories alone (not forgotten)
     (a word is dropped when either says so): with several conversations in one store a speaker's
     name is in a tenth of the store but in half of the scope.
 
