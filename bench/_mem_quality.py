@@ -103,12 +103,14 @@ def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL, scope: Scop
             cands[k]["bm25"] = -b
     kw_found = store._matches(query)
     coverage, lacking = kw_found.coverage(cands), kw_found.lacking(cands)
+    scov = kw_found.score_coverage(cands)  # a query asking two things: the best-held question's share too
     for k, d in cands.items():
         d["lack"] = float(k in lacking)
         d.setdefault("cos", 0.0)
         d.setdefault("bm25", 0.0)
         d["ev"] = scoring.keyword_evidence(d["bm25"], mass)
         d["cov"] = coverage.get(k, 0.0) if d["bm25"] > 0 else 0.0
+        d["pcov"] = scov.get(k, 0.0) if d["bm25"] > 0 else 0.0
     best = max((d["ev"] for d in cands.values()), default=0.0)
     for d in cands.values():
         d["rel"] = d["ev"] / best if best > 0 else 0.0
@@ -122,12 +124,22 @@ def rank_hybrid(p: dict[int, dict[str, float]], cal: scoring.Calibration) -> lis
     return scoring.fuse_pool(
         {k: d["cos"] for k, d in p.items()}, {k: d["ev"] for k, d in p.items()}, cal, {k: d["cov"] for k, d in p.items()},
         {k for k, d in p.items() if d.get("lack")}, {k: d["prev"] for k, d in p.items() if "prev" in d},
+        {k: d.get("pcov", d["cov"]) for k, d in p.items()},
     )
 
 
 def rank_no_context(p: dict[int, dict[str, float]], cal: scoring.Calibration) -> list[tuple[float, int]]:
     """Hybrid over the rankers' own candidates, without the reply context (the fusion before it)."""
     return rank_hybrid({k: d for k, d in p.items() if not d.get("succ_only")}, replace(cal, hy_ctx=0.0))
+
+
+#: The default score map before it read a two-part question's best-held question (the baseline row).
+BEFORE_PARTS = replace(scoring.DEFAULT, sc_c=12.365, sc_cm=-6.208, sc_m=-1.472, sc_v=3.050, sc_n=-1.596, sc_b=-4.241)
+
+
+def rank_before_parts(p: dict[int, dict[str, float]], cal: scoring.Calibration) -> list[tuple[float, int]]:
+    """Hybrid as shipped before the score read a two-part question's best-held question (its constants too)."""
+    return rank_hybrid({k: {**d, "pcov": d["cov"]} for k, d in p.items()}, BEFORE_PARTS)
 
 
 #: The default constants before the long conversations and the reply context (the baseline rows).
@@ -351,7 +363,7 @@ def score_feats(d: dict[str, float]) -> list[float]:
     slope of its own for every hit sharing words did better still on dev, but scored a memory
     holding every query word below one holding none at cosines above 0.53).
     """
-    m, v2 = float(d["ev"] > 0), d["cov"] ** 2
+    m, v2 = float(d["ev"] > 0), max(d["cov"], d.get("pcov", 0.0)) ** 2
     return [d["cos"], max(d["cos"], 0.0) * m * (1 - v2), m, v2, d.get("lack", 0.0)]
 
 
@@ -366,7 +378,7 @@ def _place_floor(z: np.ndarray, right: np.ndarray) -> tuple[float, float]:
 
 # -- features for the score (an experiment: chosen by 5-fold CV on dev, then reported on test) --
 
-_SHIPPED = ("cos", "cos_partial", "match", "cov2", "lack")
+_SHIPPED = ("cos", "pcos_partial", "match", "pcov2", "lack")
 FEATURE_SETS = {
     "cos, ev, rel (the signals before coverage)": ("cos", "ev", "rel"),
     "cos, ev, rel, cov^2 (the previous map: negative weight on ev)": ("cos", "ev", "rel", "cov2"),
@@ -374,13 +386,16 @@ FEATURE_SETS = {
     "cos, e > 0, cov^2 (the step, monotone past it)": ("cos", "match", "cov2"),
     "+ lacks a name the question asks about": ("cos", "match", "cov2", "lack"),
     "+ a cosine slope for hits sharing words, one for hits sharing none": ("cos_none", "cos_some", "match", "cov2", "lack"),
-    "+ the cosine of a partial match discounted by the share it lacks (shipped)": _SHIPPED,
+    "+ the cosine of a partial match discounted by the share it lacks (the map before parts)": ("cos", "cos_partial", "match", "cov2", "lack"),
+    "+ a query asking two things: coverage of its best-held question (shipped)": _SHIPPED,
     "+ lacks a rare query word (idf >= 0.75 ln N, any case)": (*_SHIPPED, "rare"),
     "+ lacks the answer type (when: date/time, how much/many: number, who: name)": (*_SHIPPED, "no_type"),
     "+ memory length (log tokens; not shipped, see note)": (*_SHIPPED, "loglen"),
     "+ stand-out, margin, z (query level)": (*_SHIPPED, "standout", "margin", "z"),
     "+ share of query stems held (unweighted)": (*_SHIPPED, "coverage"),
     "+ ranks, both rankers agree": (*_SHIPPED, "log_sem_rank", "log_kw_rank", "both"),
+    "+ share of the query's words no memory holds (query level)": (*_SHIPPED, "unseen"),
+    "+ share of the query's IDF mass no memory holds (query level)": (*_SHIPPED, "unseen_mass"),
 }
 
 _MONTHS_DAYS = (
@@ -446,6 +461,8 @@ def top1_features(p: dict[int, dict[str, float]], query: str, text: dict[int, st
     have = set(toks)
     kind = answer_type(query)
     d = p[k]
+    unseen_at = scoring.idf(n_rows, 0) - 1e-9  # a query word no memory holds
+    pcov = max(d["cov"], d.get("pcov", 0.0))
     f = {
         "cos": d["cos"], "ev": d["ev"], "rel": d["rel"], "cov2": d["cov"] ** 2, "match": float(d["ev"] > 0),
         "lack": d.get("lack", 0.0), "loglen": math.log(max(len(toks), 1)),
@@ -456,6 +473,9 @@ def top1_features(p: dict[int, dict[str, float]], query: str, text: dict[int, st
         "standout": d["cos"] - float(np.median(cos)), "margin": float(cos[0] - cos[1]) if len(cos) > 1 else 0.0,
         "z": (d["cos"] - float(cos.mean())) / (float(cos.std()) + 1e-6),
         "coverage": len(qst & have) / len(qst) if qst else 0.0,
+        "pcov2": pcov ** 2, "pcos_partial": max(d["cos"], 0.0) * (d["ev"] > 0) * (1 - pcov ** 2),
+        "unseen": sum(w >= unseen_at for w in idfs.values()) / len(idfs) if idfs else 0.0,
+        "unseen_mass": sum(w for w in idfs.values() if w >= unseen_at) / sum(idfs.values()) if idfs and sum(idfs.values()) > 0 else 0.0,
         "log_sem_rank": math.log1p(sr), "log_kw_rank": math.log1p(kr), "both": float(sr < 10 and kr < 10),
     }  # fmt: skip
     return k, f
@@ -650,27 +670,41 @@ def context_latency(stores: Sequence[tuple[SQLiteMemoryStore, Scope, list[str]]]
     return out
 
 
-def name_signal_latency(store: SQLiteMemoryStore, queries: list[str], reps: int) -> tuple[str, str, str, str]:
-    """p50 per query of ``search_hybrid`` (limit 5) against the same call without the name signal
-    (``name_words`` patched to find no name: the hybrid path before it), interleaved."""
+def _without_latency(store: SQLiteMemoryStore, queries: list[str], reps: int, attr: str, off: Callable[[str], Any]) -> tuple[float, float]:
+    """p50 per query of ``search_hybrid`` (limit 5) with ``_sqlite_keyword.<attr>`` as shipped and patched to
+    ``off`` (the hybrid path without that signal), interleaved."""
     from atomic_agents.memory import _sqlite_keyword
 
-    real = _sqlite_keyword.name_words
+    real = getattr(_sqlite_keyword, attr)
     times: dict[str, list[float]] = {"with": [], "without": []}
     try:
         for i in range(reps):
             q = queries[i % len(queries)]
             for name in times:
-                _sqlite_keyword.name_words = real if name == "with" else (lambda _q: frozenset())  # type: ignore[assignment]
+                setattr(_sqlite_keyword, attr, real if name == "with" else off)
                 t0 = time.perf_counter()
                 store.search_hybrid(q, SCOPE, limit=5)
                 times[name].append((time.perf_counter() - t0) * 1000)
     finally:
-        _sqlite_keyword.name_words = real  # type: ignore[assignment]
-    med = {k: statistics.median(v) for k, v in times.items()}
+        setattr(_sqlite_keyword, attr, real)
+    return statistics.median(times["with"]), statistics.median(times["without"])
+
+
+def name_signal_latency(store: SQLiteMemoryStore, queries: list[str], reps: int) -> tuple[str, str, str, str]:
+    """``search_hybrid`` against the same call without the name signal (``name_words`` finds no name)."""
+    on, off = _without_latency(store, queries, reps, "name_words", lambda _q: frozenset())
     named = sum(1 for q in queries if scoring.name_words(q))
-    return (f"search_hybrid p50 per query, limit 5 (ms; {named} of {len(queries)} queries name something)", f"{med['with']:.2f}",
-            f"{med['without']:.2f} without the name signal ({med['with'] - med['without']:+.2f} ms)", "about as fast")  # fmt: skip
+    return (f"search_hybrid p50 per query, limit 5 (ms; {named} of {len(queries)} queries name something)", f"{on:.2f}",
+            f"{off:.2f} without the name signal ({on - off:+.2f} ms)", "about as fast")  # fmt: skip
+
+
+def parts_latency(store: SQLiteMemoryStore, queries: list[str], reps: int) -> tuple[str, str, str, str]:
+    """``search_hybrid`` on the queries that ask two things, against the same call reading no questions
+    (``query_parts`` finds none: the score's coverage is the whole query's)."""
+    two = [q for q in queries if scoring.query_parts(q)]
+    on, off = _without_latency(store, two, reps, "query_parts", lambda *_a: [])
+    return (f"search_hybrid p50 per query, limit 5 (ms; the {len(two)} queries asking two things)", f"{on:.2f}",
+            f"{off:.2f} without reading their questions ({on - off:+.2f} ms)", "about as fast")  # fmt: skip
 
 
 # -- keyword rank-first latency -------------------------------------------------------------
@@ -816,6 +850,7 @@ def run(argv: Sequence[str] | None = None) -> None:
             "semantic (recall)": rank_semantic,
             "hybrid (search_hybrid)": rank_hybrid,
             "hybrid, GENERIC's score map (the ranking key)": lambda p, c: rank_hybrid(p, replace(c, **GENERIC_SCORE_MAP)),
+            "hybrid before the score read a two-part question's parts (previous score map)": rank_before_parts,
             "hybrid without the reply context (hy_ctx = 0, no successors in the pool)": rank_no_context,
             "hybrid before the long conversations (previous constants, no context)": lambda p, c: rank_no_context(p, PREVIOUS),
             "previous hybrid (max + bonus)": rank_previous,
@@ -890,6 +925,7 @@ def run(argv: Sequence[str] | None = None) -> None:
         for row in rerank_latency(store, [q["query"] for q in queries], args.rerank_reps):
             print("| " + " | ".join(row) + " |", flush=True)
         print("| " + " | ".join(name_signal_latency(store, [q["query"] for q in queries], 4 * len(queries))) + " |", flush=True)
+        print("| " + " | ".join(parts_latency(store, [q["query"] for q in queries], 4 * len(queries))) + " |", flush=True)
         timed = [(store, SCOPE, [q["query"] for q in queries])]
         if lc.stores:
             timed.append((lc.stores[0], _mem_longconv.SCOPE, [q for q, n in zip(lc.queries, lc.store_of, strict=True) if n == 0]))

@@ -17,7 +17,7 @@ from atomic_agents.memory import (
     Scope,
     SQLiteMemoryStore,
 )
-from atomic_agents.memory._scoring import fts_query, keyword_coverage, tokens
+from atomic_agents.memory._scoring import fts_query, keyword_coverage, part_coverage, query_parts, tokens
 from atomic_agents.memory._sqlite_sql import _COLS, _LIVE, _SCOPE
 
 SCOPE = Scope("fusion", "test")
@@ -57,6 +57,23 @@ def test_a_strong_match_scores_above_the_floor_whichever_ranker(minilm_store: SQ
         assert "backup" in hits[0].memory.content and hits[0].score >= RELEVANCE_FLOOR
         assert all(0.0 <= h.score <= 1.0 for h in hits)
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_a_memory_answering_one_question_of_two_is_relevant(tmp_path: Any) -> None:
+    store = SQLiteMemoryStore(tmp_path / "parts.db", embedder=MiniLMEmbedder(), durable=False)
+    store.remember_many([
+        ("Ben: the final bill for the wedding came to 19,400 euros, mostly the extra wine.", None),
+        ("Ana: we booked the old mill in Monschau for the wedding, the garden is lovely.", None),
+        ("The nightly backup job for the Postgres cluster now runs at 02:00 UTC.", None),
+        ("Maya adopted a grey cat called Pebble from the shelter last Saturday.", None),
+    ], SCOPE)  # fmt: skip
+    asked = "What was the planned wedding budget and what was the final bill?"
+    hits = store.search_hybrid(asked, SCOPE, limit=2)
+    assert "final bill" in hits[0].memory.content and hits[0].score >= RELEVANCE_FLOOR
+    # the same words asked as one question: the memory holds only part of it and scores lower
+    one = store.search_hybrid("What was the planned wedding budget, the final bill?", SCOPE, limit=1)[0]
+    assert one.memory.id == hits[0].memory.id and one.score < hits[0].score
+    store.close()
 
 
 def _full_join(store: SQLiteMemoryStore, query: str, scope: Scope, limit: int) -> list[str]:
@@ -117,14 +134,15 @@ def test_rank_first_falls_back_to_the_exact_join_when_the_scope_holds_few_matche
     assert any("JOIN memories m ON" in c for c in calls)  # the fallback ran
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.integers(0, 45), min_size=1, max_size=5))
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 45), min_size=1, max_size=5), st.integers(0, 4))
 def test_one_pass_matches_give_the_or_querys_bm25_and_the_held_share_of_idf(
-    scoped_store: tuple[SQLiteMemoryStore, list[Scope]], words: list[int]
+    scoped_store: tuple[SQLiteMemoryStore, list[Scope]], words: list[int], split: int
 ) -> None:
-    """``_matches`` (one MATCH per word) adds up to FTS5's bm25 of the OR query; coverage is the held IDF share."""
+    """``_matches`` (one MATCH per word) adds up to FTS5's bm25 of the OR query; coverage is the held IDF share;
+    the score's coverage of a query asking two things is the larger of that and the best-held question's."""
     store, _ = scoped_store
-    query = " ".join(f"w{i}" for i in words)
+    query = " ".join(f"w{i}" for i in words[:split]) + (" and what " if split else "") + " ".join(f"w{i}" for i in words[split:])
     found = store._matches(query)
     bm, coverage, mass = found.bm25, found.coverage([*found.bm25, -1]), found.mass
     whole = dict(store._read("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?", [fts_query(query)]))
@@ -133,9 +151,13 @@ def test_one_pass_matches_give_the_or_querys_bm25_and_the_held_share_of_idf(
     idfs = store._idf(query)
     assert mass == pytest.approx(sum(idfs.values()))
     texts = dict(store._read("SELECT seq, content FROM memories"))
+    parts = query_parts(query)
+    assert bool(parts) == (0 < split < len(words) and bool(set(words[:split])) and bool(set(words[split:])))
+    score_cov = found.score_coverage(found.bm25)
     for k in list(coverage)[:50]:
         held = set(tokens([texts[k]])[0])
         assert coverage[k] == pytest.approx(keyword_coverage(sum(w for t, w in idfs.items() if t in held), mass))
+        assert score_cov[k] == pytest.approx(max(coverage[k], part_coverage(held, idfs, parts)))
 
 
 @pytest.fixture(scope="module")

@@ -41,6 +41,7 @@ WORDS = (
 QUERIES = (
     "deploy billing", "cache rollback latency", "invoice", "token alert schema queue", "run running runs",
     "deploying the staging cache", "cafe resume", "outage production outage", "what did the deploy do",
+    "what was the cache rollback and when was the deploy billing",  # two questions: the score reads the best-held
 )
 
 

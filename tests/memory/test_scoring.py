@@ -26,7 +26,9 @@ from atomic_agents.memory._scoring import (
     keyword_score,
     keyword_terms,
     name_words,
+    part_coverage,
     query_names,
+    query_parts,
     semantic_score,
     stems,
     tokens,
@@ -305,3 +307,64 @@ def test_context_lifts_the_reply_after_a_matching_turn_only() -> None:
 )
 def test_a_memory_asks_when_its_last_sentence_mark_is_a_question_mark(text: str, asked: bool) -> None:
     assert asks(text) is asked
+
+
+@pytest.mark.parametrize(
+    "query, parts",
+    [
+        ("What was the planned budget and what was the final bill?", [{"plan", "budget"}, {"final", "bill"}]),
+        ("What did Sam order and what did he pay and when did it arrive?", [{"sam", "order"}, {"pai"}, {"arriv"}]),
+        ("Why did the deploy_job fail and who fixed it?", [{"deploi", "fail"}, {"fix"}]),  # a snake_case word's first stem
+        ("Who are Bob and Maya?", []),  # "and" between two names: one question
+        ("What broke, and why?", []),  # the second question names nothing of its own
+        ("And what is the cache?", []),  # nothing before the "and"
+        ("cache and deploy", []),
+    ],
+)
+def test_a_query_splits_into_its_questions_before_and_plus_a_question_word(query: str, parts: list[set[str]]) -> None:
+    assert [set(p) for p in query_parts(query)] == parts
+    # each part holds only the whole query's own content stems (the ones its IDF mass is made of)
+    whole = set(stems(keyword_terms(query)).values())
+    assert all(p <= whole for p in query_parts(query))
+
+
+@given(
+    st.dictionaries(st.sampled_from("abcdefgh"), st.floats(min_value=1e-6, max_value=10.0), min_size=2),
+    st.data(),
+)
+def test_part_coverage_is_at_least_the_whole_querys_when_the_parts_split_its_stems(idfs: dict[str, float], data: st.DataObject) -> None:
+    stems_ = sorted(idfs)
+    cut = data.draw(st.integers(1, len(stems_) - 1))
+    parts = [frozenset(stems_[:cut]), frozenset(stems_[cut:])]
+    held = set(data.draw(st.lists(st.sampled_from(stems_), unique=True)))
+    whole = keyword_coverage(sum(w for t, w in idfs.items() if t in held), sum(idfs.values()))
+    got = part_coverage(held, idfs, parts)
+    assert whole <= got + 1e-12 and 0.0 <= got <= 1.0
+    # a memory holding one whole question covers it fully; holding nothing covers nothing
+    assert part_coverage(parts[1], idfs, parts) == 1.0 and part_coverage(set(), idfs, parts) == 0.0
+    assert part_coverage(held, idfs, []) == 0.0
+
+
+@given(
+    st.dictionaries(st.integers(0, 30), cosine, max_size=15),
+    st.dictionaries(st.integers(0, 30), unit, max_size=15),
+    st.dictionaries(st.integers(0, 30), unit, max_size=15),
+    st.dictionaries(st.integers(0, 30), unit, max_size=15),
+)
+def test_the_score_coverage_moves_scores_up_and_never_the_order(
+    cos: dict[int, float], ev: dict[int, float], cov: dict[int, float], extra: dict[int, float]
+) -> None:
+    """A two-part question's best-held question lifts the score (never lowers it) and leaves the ranking alone."""
+    scov = {k: max(cov.get(k, 0.0), v) for k, v in {**cov, **extra}.items()}
+    for cal in (DEFAULT, GENERIC):
+        plain, lifted = fuse_pool(cos, ev, cal, cov), fuse_pool(cos, ev, cal, cov, score_coverage=scov)
+        assert [k for _, k in plain] == [k for _, k in lifted]
+        assert all(a <= b + 1e-12 for (a, _), (b, _) in zip(plain, lifted, strict=True))
+    assert fuse_pool(cos, ev, DEFAULT, cov, score_coverage=cov) == fuse_pool(cos, ev, DEFAULT, cov)
+
+
+def test_a_memory_answering_one_question_of_two_scores_as_holding_that_question() -> None:
+    # holds half the query's IDF mass, all of one question's: scored on the question it answers
+    half = fuse_pool({1: 0.45}, {1: 0.5}, DEFAULT, {1: 0.5})[0][0]
+    whole = fuse_pool({1: 0.45}, {1: 0.5}, DEFAULT, {1: 0.5}, score_coverage={1: 1.0})[0][0]
+    assert whole == hybrid_score(0.45, 0.5, 1.0, DEFAULT, 1.0) > half == hybrid_score(0.45, 0.5, 1.0, DEFAULT, 0.5)

@@ -54,6 +54,8 @@ from ._scoring import (
     fuse_pool,
     idf,
     keyword_coverage,
+    part_coverage,
+    query_parts,
     keyword_evidence,
     keyword_score,
     keyword_terms,
@@ -266,18 +268,32 @@ class InMemoryMemoryStore:
 
         Row counts span every stored memory (all scopes, forgotten ones too), as SQLite's FTS index does.
         """
-        scores, matched, mass = self._bm25(query, pool)
+        scores, matched, mass = self._bm25(query, pool)[:3]
         return (
             {k: keyword_evidence(b, mass) for k, b in scores.items()},
             {k: keyword_coverage(v, mass) for k, v in matched.items()},
         )
 
-    def _bm25(self, query: str, pool: list[Memory]) -> tuple[dict[str, float], dict[str, float], float]:
-        """``(bm25, matched IDF, IDF mass)`` of each memory in ``pool`` holding a query stem (FTS5's bm25:
-        a sum over the query's words, so a stem two words share counts twice)."""
+    def _score_coverage(self, query: str, pool: list[Memory], coverage: Mapping[str, float]) -> dict[str, float]:
+        """The coverage the hybrid score reads: for a query asking two things, the larger of the whole
+        query's and the best-held question's (:func:`~._scoring.part_coverage`), as on SQLite."""
+        parts = query_parts(query)
+        if not parts:
+            return dict(coverage)
+        idfs = self._bm25(query, pool)[3]
+        return {
+            m.id: max(coverage[m.id], part_coverage({t for t in idfs if self._counts(m.content)[t]}, idfs, parts))
+            for m in pool if m.id in coverage
+        }  # fmt: skip
+
+    def _bm25(
+        self, query: str, pool: list[Memory]
+    ) -> tuple[dict[str, float], dict[str, float], float, dict[str, float]]:
+        """``(bm25, matched IDF, IDF mass, stem -> idf)`` of each memory in ``pool`` holding a query stem
+        (FTS5's bm25: a sum over the query's words, so a stem two words share counts twice)."""
         words = Counter(query_stems(query))
         if not words or not pool:
-            return {}, {}, 0.0
+            return {}, {}, 0.0, {}
         every = [self._counts(m.content) for m in self._mems.values()]
         avg = sum(sum(c.values()) for c in every) / max(len(every), 1)
         idfs = {t: idf(len(every), sum(1 for c in every if c[t])) for t in words}
@@ -288,10 +304,10 @@ class InMemoryMemoryStore:
             if any(c[t] for t in words):
                 scores[m.id] = bm25(c, sum(c.values()), avg, per_word)
                 matched[m.id] = sum(w for t, w in idfs.items() if c[t])
-        return scores, matched, sum(idfs.values())
+        return scores, matched, sum(idfs.values()), idfs
 
     def _keyword(self, query: str, pool: list[Memory], limit: int) -> list[tuple[Memory, float]]:
-        scores, _, mass = self._bm25(query, pool)
+        scores, _, mass, _ = self._bm25(query, pool)
         # FTS5's order: uncapped bm25, older first on ties (a stable sort)
         ranked = sorted((m for m in pool if m.id in scores), key=lambda m: -scores[m.id])
         return [(m, keyword_evidence(scores[m.id], mass)) for m in ranked[:limit]]
@@ -358,7 +374,9 @@ class InMemoryMemoryStore:
         names = query_names(q)  # a candidate lacking one scores lower (memory/_scoring.py)
         lacking = {k for k, m in cands.items() if any(not self._counts(m.content)[t] for t in names)}
         cal = calibration_for(self.embedder)
-        fused = [(s, k) for s, k in fuse_pool(pool_cos, pool_ev, cal, pool_cov, lacking, follows) if s > 0.0]
+        scov = self._score_coverage(q, [cands[k] for k in pool_cov], {m.id: coverage[m.id] for k, m in cands.items() if m.id in coverage})
+        pool_scov = {k: scov[m.id] for k, m in cands.items() if m.id in scov}
+        fused = [(s, k) for s, k in fuse_pool(pool_cos, pool_ev, cal, pool_cov, lacking, follows, pool_scov) if s > 0.0]
         if rerank:  # the opt-in stage (memory/_rerank.py), as on SQLite
             from ._rerank import RERANK_DEPTH, rerank as _rerank
 

@@ -528,10 +528,11 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
                     cos[k] = _cosine(d)
             # every candidate on one footing (one average length), from the stored term counts; a
             # candidate lacking a name the question asks about scores lower (memory/_scoring.py)
-            bm, matched, lacking, mass = self._signals_of(q, list(mems))
+            bm, matched, lacking, mass, parts = self._signals_of(q, list(mems))
         kw = {k: keyword_evidence(b, mass) for k, b in bm.items()}
         coverage = {k: keyword_coverage(v, mass) for k, v in matched.items()}
-        fused = [(s, k) for s, k in fuse_pool(cos, kw, calibration_for(self.embedder), coverage, lacking, follows) if s > 0.0]
+        scov = {k: max(v, parts.get(k, 0.0)) for k, v in coverage.items()}  # a query asking two things (as on SQLite)
+        fused = [(s, k) for s, k in fuse_pool(cos, kw, calibration_for(self.embedder), coverage, lacking, follows, scov) if s > 0.0]
         if rerank:  # the opt-in stage (memory/_rerank.py), as on SQLite
             from ._rerank import RERANK_DEPTH, rerank as _rerank
 

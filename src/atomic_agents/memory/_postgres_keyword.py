@@ -32,6 +32,8 @@ from ._scoring import (
     UBIQUITOUS_MIN_ROWS,
     idf,
     keyword_coverage,
+    part_coverage,
+    query_parts,
     keyword_evidence,
     keyword_terms,
     query_names,
@@ -176,14 +178,16 @@ class PostgresKeyword:
         named = query_names(query)
         seen: set[str] = set()
         cover: list[tuple[int, float]] = []
+        cover_stems: list[str] = []
         names: list[int] = []
         for i, ts in enumerate(toks):
             if ts[0] not in seen:  # a stem's IDF counts once, on its first word (as SQLite's coverage)
                 seen.add(ts[0])
                 cover.append((i, idfs[ts[0]]))
+                cover_stems.append(ts[0])
                 if ts[0] in named:
                     names.append(i)
-        plan = _Plan(phrases, weights, rows, st.avg_length, sum(idfs.values()), cover, names)
+        plan = _Plan(phrases, weights, rows, st.avg_length, sum(idfs.values()), cover, names, cover_stems, query_parts(query))
         if memo is not None:
             memo[(id(self), query)] = plan
         return plan
@@ -252,16 +256,20 @@ class PostgresKeyword:
         stems, a sum over them in order, from the stored term counts); the matched IDF and the
         mass count each first stem once, as SQLite's coverage does.
         """
-        scores, matched, _, mass = self._signals_of(query, list(mems))
+        scores, matched, _, mass, _ = self._signals_of(query, list(mems))
         return scores, matched, mass
 
-    def _signals_of(self, query: str, seqs: Sequence[int]) -> tuple[dict[int, float], dict[int, float], set[int], float]:
-        """``(bm25, matched IDF, rows lacking a name the query asks about, IDF mass)`` of these rows."""
+    def _signals_of(
+        self, query: str, seqs: Sequence[int]
+    ) -> tuple[dict[int, float], dict[int, float], set[int], float, dict[int, float]]:
+        """``(bm25, matched IDF, rows lacking a name the query asks about, IDF mass, part coverage)`` of these
+        rows (:func:`~._scoring.part_coverage`: for a query asking two things, the best-held question's share)."""
         plan = self._plan(query) if seqs else None
         if plan is None:
-            return {}, {}, set(), 0.0
+            return {}, {}, set(), 0.0, {}
         sql, params = self._scored(plan, "d.seq = ANY(%s::bigint[])", [list(seqs)])
-        scores, matched, lacking = {}, {}, set()
+        scores, matched, lacking, parts = {}, {}, set(), {}
+        idfs = {st: w for st, (_, w) in zip(plan.cover_stems, plan.cover, strict=True)}
         got = {r[0]: r for r in self._read(sql, params)}
         for k in seqs:
             r = got.get(k)
@@ -271,7 +279,10 @@ class PostgresKeyword:
             if r is not None and any(fs):
                 scores[k] = float(r[1])
                 matched[k] = sum(w for i, w in plan.cover if fs[i])
-        return scores, matched, lacking, plan.mass
+                if plan.parts:
+                    held = {st for st, (i, _) in zip(plan.cover_stems, plan.cover, strict=True) if fs[i]}
+                    parts[k] = part_coverage(held, idfs, plan.parts)
+        return scores, matched, lacking, plan.mass, parts
 
     def _keyword_signals(self, query: str, mems: Mapping[int, Any]) -> tuple[dict[int, float], dict[int, float]]:
         """Keyword evidence and keyword coverage of each given memory that matches a query word."""
@@ -340,11 +351,14 @@ class PostgresKeyword:
 class _Plan:
     """A query as FTS5 reads it: its words' phrases (stem keys), each phrase's IDF, and the coverage weights."""
 
-    __slots__ = ("avg", "cover", "mass", "names", "phrases", "rows", "weights")
+    __slots__ = ("avg", "cover", "cover_stems", "mass", "names", "parts", "phrases", "rows", "weights")
 
     def __init__(
         self, phrases: list[tuple[str, ...]], weights: list[float], rows: dict[tuple[str, ...], dict[int, int]],
-        avg: float, mass: float, cover: list[tuple[int, float]], names: list[int],
+        avg: float, mass: float, cover: list[tuple[int, float]], names: list[int], cover_stems: list[str],
+        parts: list[frozenset[str]],
     ) -> None:
         self.phrases, self.weights, self.rows, self.avg = phrases, weights, rows, avg
         self.mass, self.cover, self.names = mass, cover, names
+        #: the stem of each ``cover`` entry; the stems of each question (:func:`~._scoring.query_parts`)
+        self.cover_stems, self.parts = cover_stems, parts

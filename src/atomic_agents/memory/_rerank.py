@@ -69,7 +69,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..exceptions import ValidationError
-from ._scoring import _STOPWORDS
+from ._scoring import _STOPWORDS, QUESTION_STARTS
 
 __all__ = ["DEFAULT_RERANK", "RERANK_DEPTH", "RerankCalibration", "maxsim", "query_parts", "rerank", "rerank_calibration_for", "signals"]
 
@@ -78,8 +78,6 @@ K = TypeVar("K")
 #: Candidates of the hybrid list the stage reads again (the top of the list).
 RERANK_DEPTH = 20
 _CONTENT = re.compile(r"\w", re.UNICODE)
-#: Words that start a second question after "and" (``... and when was it fixed?``).
-_QUESTION_STARTS = frozenset("what when where who whom whose why how which is are was were did does do".split())
 
 
 @dataclass(frozen=True)
@@ -145,7 +143,7 @@ def query_parts(tokens: Sequence[str]) -> list[list[int]]:
     spans: list[list[int]] = []
     cur: list[int] = []
     for i, t in enumerate(tokens):
-        if t.lower() == "and" and cur and i + 1 < len(tokens) and tokens[i + 1].lower() in _QUESTION_STARTS:
+        if t.lower() == "and" and cur and i + 1 < len(tokens) and tokens[i + 1].lower() in QUESTION_STARTS:
             spans.append(cur)
             cur = []
             continue

@@ -32,9 +32,13 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
   Candidates are *ranked* by ``h_c * c + h_e * e + h_k * k + h_v * v**2`` (a pairwise
   logistic ranker's direction; the square rewards holding *all* of the query's words far
   more than holding some), a reply taking ``hy_ctx`` of its question's lead (below), and *scored* by
-  ``sigma(s_c * c + [e > 0] * (s_m + s_cm * max(c, 0) * (1 - v**2)) + s_v * v**2 + s_n * n + s_b)``
+  ``sigma(s_c * c + [e > 0] * (s_m + s_cm * max(c, 0) * (1 - u**2)) + s_v * u**2 + s_n * n + s_b)``
   (the default model's map; ``s_e * e + s_k * k`` join it for GENERIC), capped at the score
   of the hit ranked above (scores never rise down the list; the top-1's is its own).
+  ``u`` is ``v``, or for a query that asks two things or more (:func:`query_parts`: "What was
+  the budget and what was the final bill?") the larger of ``v`` and the share of its
+  best-held question's IDF mass (:func:`part_coverage`): a memory answering one question of
+  two is relevant, and scored as if it missed half the query it was not.
   ``n`` is 1 when the memory lacks a name the query asks about (:func:`query_names`: the
   capitalised content words past the first of an English question in sentence case; no
   other query has names, so ``n`` stays 0, the neutral value). The two directions differ
@@ -98,6 +102,7 @@ __all__ = [
     "GENERIC",
     "HYBRID_POOL",
     "QUESTION_MARKS",
+    "QUESTION_STARTS",
     "SCOPE_DF_MAX_HITS",
     "SCOPE_DF_MAX_ROWS",
     "Calibration",
@@ -114,7 +119,9 @@ __all__ = [
     "keyword_score",
     "keyword_terms",
     "name_words",
+    "part_coverage",
     "query_names",
+    "query_parts",
     "query_stems",
     "semantic_query",
     "semantic_score",
@@ -344,6 +351,50 @@ def keyword_coverage(matched_idf: float, idf_mass: float) -> float:
     return min(matched_idf / idf_mass, 1.0)
 
 
+#: Words that start a second question after "and" (``... and when was it fixed?``).
+QUESTION_STARTS = frozenset("what when where who whom whose why how which is are was were did does do".split())
+
+
+def query_parts(query: str, by_word: Mapping[str, str] | None = None) -> list[frozenset[str]]:
+    """The content stems of each question a query asks, when it asks two or more; ``[]`` otherwise.
+
+    A query splits before ``and`` followed by a question word ("What was the planned budget and
+    what was the final bill?"); each part keeps the query's own content stems
+    (:func:`keyword_terms`, :func:`stems`) that its words hold, and a part holding none is dropped.
+
+    >>> query_parts("What broke and how was it fixed?")
+    [frozenset({'broke'}), frozenset({'fix'})]
+    >>> query_parts("Who are Bob and Maya?"), query_parts("What broke, and why?")
+    ([], [])
+
+    ``by_word``: the query's :func:`stems` of its :func:`keyword_terms`, if the caller has them.
+    """
+    words = [w.lower() for w in _WORD.findall(query)]
+    if not any(w == "and" and nxt in QUESTION_STARTS for w, nxt in zip(words, words[1:], strict=False)):
+        return []  # asks one thing (most queries): no tokenizer pass
+    by_word = stems(keyword_terms(query)) if by_word is None else by_word
+    spans: list[list[str]] = [[]]
+    for i, w in enumerate(words):
+        if w == "and" and spans[-1] and i + 1 < len(words) and words[i + 1] in QUESTION_STARTS:
+            spans.append([])
+        else:
+            spans[-1].append(w)
+    parts = [p for p in (frozenset(by_word[w] for w in span if w in by_word) for span in spans) if p]
+    return parts if len(parts) > 1 else []
+
+
+def part_coverage(held: Container[str], idfs: Mapping[str, float], parts: Sequence[frozenset[str]]) -> float:
+    """The best share of one question's IDF mass a memory holds (:func:`query_parts`; 0 with no parts).
+
+    ``held``: the query's stems the memory holds; ``idfs``: ``stem -> idf`` of the query's stems.
+    """
+    best = 0.0
+    for part in parts:
+        mass = sum(idfs.get(t, 0.0) for t in part)
+        best = max(best, keyword_coverage(sum(idfs.get(t, 0.0) for t in part if t in held), mass))
+    return best
+
+
 # -- calibration ------------------------------------------------------------------------------
 
 
@@ -395,7 +446,7 @@ def _sigma(x: float) -> float:
 #: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
 DEFAULT = Calibration(
     sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=9.061, hy_e=-6.412, hy_k=0.214, hy_v=20.161, hy_ctx=0.9,
-    sc_c=12.365, sc_cm=-6.208, sc_e=0.0, sc_k=0.0, sc_m=-1.472, sc_v=3.050, sc_n=-1.596, sc_b=-4.241,
+    sc_c=12.604, sc_cm=-6.499, sc_e=0.0, sc_k=0.0, sc_m=-1.618, sc_v=3.332, sc_n=-1.523, sc_b=-4.414,
 )  # fmt: skip
 #: For other embedders: semantic scores stay clipped cosines; keyword scores and the hybrid
 #: ranking use DEFAULT's constants. The hybrid score keeps one logistic of the ranking key
@@ -503,6 +554,7 @@ def fuse_pool(
     coverage: Mapping[int, float] | None = None,
     lacking: Container[int] = (),
     follows: Mapping[int, int] | None = None,
+    score_coverage: Mapping[int, float] | None = None,
 ) -> list[tuple[float, int]]:
     """``(score, key)`` for every candidate with some signal (cosine > 0 or evidence > 0), best first.
 
@@ -510,7 +562,10 @@ def fuse_pool(
     :func:`hybrid_score` capped at the score of the hit ranked above it, so scores never
     rise down the list and the top-1's score is its own calibrated estimate. ``coverage``
     (``key -> share of the query's IDF mass``) is 0 for a key it leaves out; ``lacking`` holds
-    the keys that lack a name the query asks about (:func:`query_names`).
+    the keys that lack a name the query asks about (:func:`query_names`). ``score_coverage``
+    (default ``coverage``) is the coverage the *score* reads: for a query asking two things, the
+    larger of a key's coverage and its :func:`part_coverage` (a memory answering one question of
+    two is relevant; the ranking still prefers one holding both).
 
     ``follows`` (``key -> its predecessor``: a candidate written right after a candidate that ends
     on a question, :func:`asks`, in the same scope) is the context of a conversation: the answer is
@@ -526,11 +581,12 @@ def fuse_pool(
         return []
     best = max(evidence.values(), default=0.0)
     cov = coverage or {}
+    scov = cov if score_coverage is None else score_coverage
     own: dict[int, tuple[float, float]] = {}
     for k in keys:
         c, e, v = cosines.get(k, 0.0), evidence.get(k, 0.0), cov.get(k, 0.0)
         rel = e / best if best > 0.0 else 0.0
-        own[k] = (hybrid_rank(c, e, rel, cal, v), hybrid_score(c, e, rel, cal, v, k in lacking))
+        own[k] = (hybrid_rank(c, e, rel, cal, v), hybrid_score(c, e, rel, cal, max(v, scov.get(k, 0.0)), k in lacking))
     ranked = []
     for k, (r, s) in own.items():
         prev = own.get(follows[k]) if k in follows else None

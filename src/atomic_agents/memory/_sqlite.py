@@ -529,7 +529,9 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         kw.update((k, keyword_evidence(-matches[k], found_kw.mass)) for k in new if k in matches)
         cal = calibration_for(self.embedder)
         lacking = found_kw.lacking(cos.keys() | kw.keys())  # lacks a name the question asks about
-        fused = [(s, k) for s, k in fuse_pool(cos, kw, cal, found_kw.coverage(kw), lacking, follows) if s > 0.0]
+        cov_kw = found_kw.coverage(kw)
+        scov = found_kw.score_coverage(kw, cov_kw)  # a query asking two things: the best-held question's share too
+        fused = [(s, k) for s, k in fuse_pool(cos, kw, cal, cov_kw, lacking, follows, scov) if s > 0.0]
         if not rerank:
             top = fused[:lim]
             mems = self._fetch([k for _, k in top])

@@ -30,6 +30,7 @@ from ._scoring import (
     keyword_evidence,
     keyword_terms,
     name_words,
+    query_parts,
     semantic_query,
     stems,
     tokens,
@@ -57,11 +58,28 @@ class Matches:
     mass: float
     #: the rows holding each name the query asks about (:func:`~atomic_agents.memory._scoring.query_names`)
     names: Sequence[Container[int]] = ()
+    #: the stem of each entry of ``words``
+    stems: Sequence[str] = ()
+    #: the stems of each question the query asks, when it asks two or more (:func:`~._scoring.query_parts`)
+    parts: Sequence[frozenset[str]] = ()
 
     def coverage(self, keys: Iterable[int]) -> dict[int, float]:
         """``rowid -> keyword coverage`` of the given rows that match a query word."""
         return {
             k: keyword_coverage(sum(w for w, rows in self.words if k in rows), self.mass) for k in keys if k in self.bm25
+        }
+
+    def score_coverage(self, keys: Iterable[int], coverage: Mapping[int, float] | None = None) -> dict[int, float]:
+        """``rowid -> coverage`` the hybrid score reads: the larger of the whole query's and the best
+        question's (:func:`~atomic_agents.memory._scoring.part_coverage`), for the given matching rows
+        (``coverage``: their :meth:`coverage`, if the caller has it)."""
+        cov = dict(self.coverage(keys) if coverage is None else coverage)
+        if not self.parts:
+            return cov
+        by_stem = dict(zip(self.stems, self.words, strict=True))
+        parts = [([by_stem[t] for t in part if t in by_stem], sum(by_stem[t][0] for t in part if t in by_stem)) for part in self.parts]
+        return {  # part_coverage, with each part's words looked up once
+            k: max(v, *(keyword_coverage(sum(w for w, rows in ws if k in rows), mass) for ws, mass in parts)) for k, v in cov.items()
         }
 
     def lacking(self, keys: Iterable[int]) -> set[int]:
@@ -168,7 +186,7 @@ class SQLiteKeyword:
         by_stem = stems(terms)
         idfs = self._idf(query)
         named = {by_stem[w] for w in name_words(query) if w in by_stem}
-        seen: set[str] = set()
+        seen: list[str] = []
         words: list[tuple[float, dict[int, float]]] = []
         names: list[dict[int, float]] = []
         bm: dict[int, float] = {}
@@ -183,11 +201,11 @@ class SQLiteKeyword:
                     bm[k] = bm.get(k, 0.0) + b
             st = by_stem.get(t)
             if st is not None and st not in seen:  # a stem's IDF counts once, on its first word
-                seen.add(st)
+                seen.append(st)
                 words.append((idfs.get(st, 0.0), rows))
                 if st in named:
                     names.append(rows)
-        return Matches(bm, words, sum(idfs.values()), names)
+        return Matches(bm, words, sum(idfs.values()), names, seen, query_parts(query, by_stem))
 
     def _keyword_rows(
         self, fq: str, scope: Scope, limit: int, filters: Mapping[str, Any], matches: Mapping[int, float] | None = None,
