@@ -63,7 +63,7 @@ from ._postgres_sql import (
 from ._base import memory_from_row as _memory
 from ._postgres_keyword import PostgresKeyword
 from ._postgres_leases import PostgresLeases, _lease, _server_now
-from ._postgres_schema import PG_SCHEMA_VERSION, ensure_schema, ensure_vector_index, vector_index_name
+from ._postgres_schema import PG_SCHEMA_VERSION, drop_indexes, ensure_indexes, ensure_schema, vector_index, vector_index_name
 from ._postgres_stats import backfill, compact, insert_docs, pending, row_stats
 
 from ._scoring import (
@@ -661,21 +661,31 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
             if progress is not None:
                 progress(len(rows), total)
 
-        def switch(cur: Any) -> None:
+        # the new model's index first (built concurrently: writers go on), then the switch,
+        # then the other models' indexes dropped concurrently (searches never wait on a lock)
+        self._indexes(lambda conn: ensure_indexes(conn, [vector_index(model, self.embedder.dimension)]))
+
+        def switch(cur: Any) -> list[str]:
             cur.execute("UPDATE store_meta SET value = %s WHERE key = 'embedder'", [model])
             cur.execute("UPDATE store_meta SET value = %s WHERE key = 'dimension'", [str(self.embedder.dimension)])
             cur.execute("UPDATE store_meta SET value = (value::bigint + 1)::text WHERE key = 'epoch'")
-            ensure_vector_index(cur, model, self.embedder.dimension)
             cur.execute(
                 "SELECT indexname FROM pg_indexes WHERE tablename = 'memories' AND indexname LIKE 'ix\\_memories\\_hnsw\\_%%'"
                 " AND schemaname = current_schema()"
             )
-            for (name,) in cur.fetchall():
-                if name != vector_index_name(model):
-                    cur.execute(f'DROP INDEX IF EXISTS "{name}"')
+            return [name for (name,) in cur.fetchall() if name != vector_index_name(model)]
 
-        self._run(switch, write=True)
+        old = self._run(switch, write=True)
+        self._indexes(lambda conn: drop_indexes(conn, old))
         return done
+
+    def _indexes(self, fn: Callable[[Any], object]) -> None:
+        """``fn(connection)`` on a pooled connection outside any transaction (concurrent index DDL)."""
+        try:
+            with self._pool.connection() as conn:
+                fn(conn)
+        except self._psycopg.Error as exc:
+            raise StoreError(f"memory store index build failed: {self._reason(exc)}") from None
 
     def dump(self, scope: ScopeFilter | None = None) -> Iterator[Memory]:
         """Every row in ``scope``, forgotten and expired ones included (a backup is complete)."""

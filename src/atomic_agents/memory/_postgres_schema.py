@@ -7,6 +7,25 @@ transactional): several processes opening a fresh database at once serialise on 
 the first creates everything, the others find it done. A database from a newer package
 is refused (:class:`SchemaVersionError`); nothing is ever migrated backwards.
 
+Indexes that take long to build on a populated table (``_INDEXES``: the timeline, the
+stems' GIN, the untallied rows', and the per-model HNSW index) are not built in that
+transaction when it migrates an existing database: a plain ``CREATE INDEX`` holds a SHARE
+lock, so every insert (and the triggers writing ``memory_docs`` / ``memory_terms``) would
+wait for the whole build. They are built by :func:`ensure_indexes` after the transaction
+commits, with ``CREATE INDEX CONCURRENTLY`` on the autocommit connection (it cannot run in
+a transaction block; it holds SHARE UPDATE EXCLUSIVE, which writers never wait on).
+``schema_version`` is therefore recorded when the transactional part (columns, tables,
+triggers) commits; the open does not return before every index of that version exists
+and is valid: each open checks them (one catalog query, in the transaction) and builds
+what is missing or INVALID (``pg_index.indisvalid``: a build interrupted by a crash, a
+cancel or a lost connection leaves one; it is dropped with ``DROP INDEX CONCURRENTLY`` and
+rebuilt), so an interrupted build is resumed by whichever process opens the store next.
+Builds are serialised on a session-level advisory lock distinct from the schema lock,
+and each is re-checked after taking it. Until an index is valid every query returns the
+same rows, only slower (nothing reads an index by name; the planner skips invalid ones).
+A fresh database (created by this very transaction, so empty and invisible to others)
+gets its indexes inside the transaction, as before: no second round of statements.
+
 The vector index is per embedding model: an HNSW index (cosine) on
 ``embedding::vector(<dimension>)``, partial on ``embedder = '<model>'``, so vectors of
 one dimension share one index and a store can be re-embedded with another model.
@@ -15,11 +34,21 @@ one dimension share one index and a store can be re-embedded with another model.
 from __future__ import annotations
 
 import hashlib
+import time
+from collections.abc import Sequence
 from typing import Any
 
 from ..exceptions import SchemaVersionError
 
-__all__ = ["PG_SCHEMA_VERSION", "TS_CONFIG", "ensure_schema", "ensure_vector_index", "vector_index_name"]
+__all__ = [
+    "PG_SCHEMA_VERSION",
+    "TS_CONFIG",
+    "drop_indexes",
+    "ensure_indexes",
+    "ensure_schema",
+    "vector_index",
+    "vector_index_name",
+]
 
 #: Bumped by each entry appended to ``_MIGRATIONS``; never edit a shipped migration.
 PG_SCHEMA_VERSION = 5
@@ -30,6 +59,8 @@ ROW_COUNT_SHARDS = 16
 TS_CONFIG = "atomic_agents_english"
 # Two-int advisory lock key: (a constant for this package, 1 = schema).
 _SCHEMA_LOCK = (0x41A6E7, 1)
+# ... 2 = index builds (session-level: held across the autocommit statements of a build).
+_BUILD_LOCK = (0x41A6E7, 2)
 
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -190,9 +221,7 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
     # a scope's timeline in list_memories' order, (created_at, seq): the hybrid pool's successor of
     # each candidate is one seek (SQLite's ix_memories_scope ends in the rowid, which is seq)
-    4: [
-        "CREATE INDEX ix_memories_timeline ON memories (agent_id, user_id, org_id, workspace_id, deleted_at, created_at, seq)",
-    ],
+    4: [],  # its index, ix_memories_timeline: ``_INDEXES``
     # Keyword candidates from SQLite's own tokens, ranked by FTS5's BM25 in SQL
     # (``_postgres_keyword``): each counted row's term counts beside its stems (``tfs[i]``: how
     # often ``terms[i]`` occurs), and a GIN index on the stems, so the rows holding a query stem
@@ -200,9 +229,18 @@ _MIGRATIONS: dict[int, list[str]] = {
     # through the partial index) get their counts from the store's backfill, as migration 3's
     # rows do; so do rows an older package's process, still open, writes meanwhile.
     5: [
-        "ALTER TABLE memory_docs ADD COLUMN tfs integer[]",
-        "CREATE INDEX ix_memory_docs_terms ON memory_docs USING gin (terms)",
-        "CREATE INDEX ix_memory_docs_untallied ON memory_docs (seq) WHERE tfs IS NULL",
+        "ALTER TABLE memory_docs ADD COLUMN tfs integer[]",  # no default: no table rewrite
+    ],  # its indexes, ix_memory_docs_terms and ix_memory_docs_untallied: ``_INDEXES``
+}
+
+#: The indexes each migration adds that can take long on a populated table: (name, definition
+#: after ``CREATE INDEX name``), built concurrently outside the migration's transaction
+#: (``ensure_indexes``) unless the migration created the table itself.
+_INDEXES: dict[int, list[tuple[str, str]]] = {
+    4: [("ix_memories_timeline", "ON memories (agent_id, user_id, org_id, workspace_id, deleted_at, created_at, seq)")],
+    5: [
+        ("ix_memory_docs_terms", "ON memory_docs USING gin (terms)"),
+        ("ix_memory_docs_untallied", "ON memory_docs (seq) WHERE tfs IS NULL"),
     ],
 }
 
@@ -215,19 +253,94 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def ensure_vector_index(cur: Any, model: str, dimension: int) -> None:
-    """The HNSW (cosine) index serving semantic search for ``model``'s vectors (created once)."""
+def vector_index(model: str, dimension: int) -> tuple[str, str]:
+    """The HNSW (cosine) index serving semantic search for ``model``'s vectors: (name, definition)."""
     if not isinstance(dimension, int) or not 0 < dimension <= 2000:
         raise ValueError(f"embedding dimension {dimension!r} is outside what an HNSW index takes (1..2000)")
-    name = vector_index_name(model)
-    cur.execute(
-        f"CREATE INDEX IF NOT EXISTS {name} ON memories USING hnsw ((embedding::vector({dimension})) vector_cosine_ops)"
-        f" WHERE embedder = {_literal(model)}"
+    return (
+        vector_index_name(model),
+        f"ON memories USING hnsw ((embedding::vector({dimension})) vector_cosine_ops) WHERE embedder = {_literal(model)}",
     )
 
 
+def expected_indexes(meta: dict[str, str]) -> list[tuple[str, str]]:
+    """Every deferred index a store at ``meta``'s schema version must have, its model's HNSW index last."""
+    version = int(meta["schema_version"])
+    out = [spec for v in sorted(_INDEXES) if v <= version for spec in _INDEXES[v]]
+    return [*out, vector_index(meta["embedder"], int(meta["dimension"]))]
+
+
+def index_states(execute: Any, names: Sequence[str]) -> dict[str, bool | None]:
+    """Per index name: True valid, False present but INVALID (a failed or running concurrent build), None missing."""
+    rows = execute(
+        "SELECT n.name, i.indisvalid FROM unnest(%s::text[]) AS n(name) LEFT JOIN pg_index i ON i.indexrelid = to_regclass(n.name)",
+        [list(names)],
+    ).fetchall()
+    return {name: valid for name, valid in rows}
+
+
+def _take_build_lock(conn: Any) -> None:
+    # Polled, never waited on inside a statement: a session blocked in pg_advisory_lock holds a
+    # snapshot, and the holder's CREATE INDEX CONCURRENTLY waits for every older snapshot to
+    # end, a deadlock; pg_try_advisory_lock returns at once and holds none between tries.
+    pause = 0.02
+    while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", _BUILD_LOCK).fetchone()[0]:
+        time.sleep(pause)
+        pause = min(pause * 1.5, 0.5)
+
+
+def _release_build_lock(conn: Any) -> None:
+    if not conn.broken and not conn.closed:  # a lost session released it already
+        conn.execute("SELECT pg_advisory_unlock(%s, %s)", _BUILD_LOCK)
+
+
+def ensure_indexes(conn: Any, specs: Sequence[tuple[str, str]], states: dict[str, bool | None] | None = None) -> list[str]:
+    """Build each index of ``specs`` that is missing or INVALID, concurrently; returns the names built.
+
+    ``conn`` is in autocommit mode, outside any transaction (``CREATE INDEX CONCURRENTLY``
+    refuses a transaction block). Writers go on meanwhile; a build waits for transactions
+    already running on the table to end. ``states`` (from :func:`index_states`) saves the
+    first check; every index is checked again under the build lock before it is touched.
+    """
+    if states is None:
+        states = index_states(conn.execute, [name for name, _ in specs])
+    todo = [(name, d) for name, d in specs if states.get(name) is not True]
+    if not todo:
+        return []
+    built = []
+    _take_build_lock(conn)
+    try:
+        now = index_states(conn.execute, [name for name, _ in todo])  # another process may have built them
+        for name, definition in todo:
+            if now[name] is True:
+                continue
+            if now[name] is False:  # no build of ours is running (we hold the lock): a leftover
+                conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+            conn.execute(f"CREATE INDEX CONCURRENTLY {name} {definition}")
+            built.append(name)
+    finally:
+        _release_build_lock(conn)
+    return built
+
+
+def drop_indexes(conn: Any, names: Sequence[str]) -> None:
+    """``DROP INDEX CONCURRENTLY`` each of ``names`` (autocommit ``conn``), under the build lock."""
+    if not names:
+        return
+    _take_build_lock(conn)
+    try:
+        for name in names:
+            conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')
+    finally:
+        _release_build_lock(conn)
+
+
 def ensure_schema(conn: Any, embedder_id: str, dimension: int) -> dict[str, str]:
-    """Apply missing migrations under the schema lock; returns ``store_meta`` (one transaction)."""
+    """Apply missing migrations under the schema lock, then build missing indexes; returns ``store_meta``.
+
+    ``conn`` is in autocommit mode: the migrations run in one transaction, the index builds
+    of an existing database after it commits (see the module's docstring).
+    """
     with conn.transaction(), conn.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", _SCHEMA_LOCK)
         cur.execute("SELECT to_regclass('store_meta') IS NOT NULL")
@@ -255,7 +368,11 @@ def ensure_schema(conn: Any, embedder_id: str, dimension: int) -> dict[str, str]
             for k, val in meta.items():
                 cur.execute("INSERT INTO store_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", [k, val])
         meta["schema_version"] = str(max(version, PG_SCHEMA_VERSION))
-        cur.execute("SELECT to_regclass(%s) IS NOT NULL", [vector_index_name(meta["embedder"])])
-        if not cur.fetchone()[0]:
-            ensure_vector_index(cur, meta["embedder"], int(meta["dimension"]))
+        specs = expected_indexes(meta)
+        if version == 0:  # this transaction created the tables: empty, and no other session sees them yet
+            for name, definition in specs:
+                cur.execute(f"CREATE INDEX {name} {definition}")
+            return meta
+        states = index_states(cur.execute, [name for name, _ in specs])
+    ensure_indexes(conn, specs, states)
     return meta
