@@ -159,17 +159,17 @@ def test_writers_get_through_while_a_migration_builds_its_indexes(pg_dsn: str) -
     try:
         for i, (index, table) in enumerate(stages):
             pid = _builder_waiting(pg_dsn, index, opener.is_alive)
+            # a writer gets through now: the row, its memory_docs row and its stems' counts
+            mid = writer.remember(f"written during the {index} build: deploy billing", None, SCOPE)
+            written.append(mid)
+            seq = writer._read("SELECT seq FROM memories WHERE id = %s", [mid])[0][0]
+            assert writer._read("SELECT count(*) FROM memory_docs WHERE seq = %s", [seq])[0][0] == 1
             # the builder holds only SHARE UPDATE EXCLUSIVE on the table (writers never wait on it)
             locks = writer._read(
                 "SELECT mode, granted FROM pg_locks WHERE pid = %s AND locktype = 'relation' AND relation = %s::regclass",
                 [pid, table],
             )
             assert locks == [("ShareUpdateExclusiveLock", True)], locks
-            # a writer gets through now: the row, its memory_docs row and its stems' counts
-            mid = writer.remember(f"written during the {index} build: deploy billing", None, SCOPE)
-            written.append(mid)
-            seq = writer._read("SELECT seq FROM memories WHERE id = %s", [mid])[0][0]
-            assert writer._read("SELECT count(*) FROM memory_docs WHERE seq = %s", [seq])[0][0] == 1
             if i + 1 < len(stages):  # stall the next build before letting this one finish
                 held.append(_hold(pg_dsn, stages[i + 1][1]))
             done = held.pop(0)
