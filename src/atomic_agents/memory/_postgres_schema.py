@@ -21,8 +21,10 @@ what is missing or INVALID (``pg_index.indisvalid``: a build interrupted by a cr
 cancel or a lost connection leaves one; it is dropped with ``DROP INDEX CONCURRENTLY`` and
 rebuilt), so an interrupted build is resumed by whichever process opens the store next.
 Builds are serialised on a session-level advisory lock distinct from the schema lock,
-and each is re-checked after taking it. Until an index is valid every query returns the
-same rows, only slower (nothing reads an index by name; the planner skips invalid ones).
+and each is re-checked after taking it. Until an index is valid every query answers as
+before, only slower (nothing reads an index by name; the planner skips invalid ones);
+semantic search then scans exactly, so among equal cosines it may keep other rows than
+the approximate HNSW index would (its ties go to the older row).
 A fresh database (created by this very transaction, so empty and invisible to others)
 gets its indexes inside the transaction, as before: no second round of statements.
 
