@@ -268,19 +268,26 @@ class InMemoryMemoryStore:
 
         Row counts span every stored memory (all scopes, forgotten ones too), as SQLite's FTS index does.
         """
-        scores, matched, mass = self._bm25(query, pool)[:3]
+        ev, cov, _ = self._signals_and_idfs(query, pool)
+        return ev, cov
+
+    def _signals_and_idfs(self, query: str, pool: list[Memory]) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+        """:meth:`_keyword_signals` and the query stems' IDFs, from one :meth:`_bm25` pass."""
+        scores, matched, mass, idfs = self._bm25(query, pool)
         return (
             {k: keyword_evidence(b, mass) for k, b in scores.items()},
             {k: keyword_coverage(v, mass) for k, v in matched.items()},
+            idfs,
         )
 
-    def _score_coverage(self, query: str, pool: list[Memory], coverage: Mapping[str, float]) -> dict[str, float]:
+    def _score_coverage(
+        self, query: str, pool: list[Memory], coverage: Mapping[str, float], idfs: Mapping[str, float]
+    ) -> dict[str, float]:
         """The coverage the hybrid score reads: for a query asking two things, the larger of the whole
         query's and the best-held question's (:func:`~._scoring.part_coverage`), as on SQLite."""
         parts = query_parts(query)
         if not parts:
             return dict(coverage)
-        idfs = self._bm25(query, pool)[3]
         return {
             m.id: max(coverage[m.id], part_coverage({t for t in idfs if self._counts(m.content)[t]}, idfs, parts))
             for m in pool if m.id in coverage
@@ -357,7 +364,7 @@ class InMemoryMemoryStore:
         rerank = check_flag(rerank, name="rerank")
         pool = self._live(sc, flt)
         cos = self._cosines(q, pool, sc)
-        ev, coverage = self._keyword_signals(q, pool)
+        ev, coverage, idfs = self._signals_and_idfs(q, pool)
         # the same candidate pool as the SQLite backend: each ranker's top max(4 * limit, HYBRID_POOL)
         depth = max(lim * 4, HYBRID_POOL)
         by_cos = sorted(pool, key=lambda m: -cos.get(m.id, -2.0))[:depth]
@@ -374,7 +381,7 @@ class InMemoryMemoryStore:
         names = query_names(q)  # a candidate lacking one scores lower (memory/_scoring.py)
         lacking = {k for k, m in cands.items() if any(not self._counts(m.content)[t] for t in names)}
         cal = calibration_for(self.embedder)
-        scov = self._score_coverage(q, [cands[k] for k in pool_cov], {m.id: coverage[m.id] for k, m in cands.items() if m.id in coverage})
+        scov = self._score_coverage(q, [cands[k] for k in pool_cov], {m.id: coverage[m.id] for k, m in cands.items() if m.id in coverage}, idfs)
         pool_scov = {k: scov[m.id] for k, m in cands.items() if m.id in scov}
         fused = [(s, k) for s, k in fuse_pool(pool_cos, pool_ev, cal, pool_cov, lacking, follows, pool_scov) if s > 0.0]
         if rerank:  # the opt-in stage (memory/_rerank.py), as on SQLite
