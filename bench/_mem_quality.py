@@ -150,12 +150,36 @@ PREVIOUS = replace(
 
 
 def rank_semantic(p: dict[int, dict[str, float]], cal: scoring.Calibration) -> list[tuple[float, int]]:
-    return sorted(((scoring.semantic_score(d["cos"], cal), k) for k, d in p.items() if "sem_rank" in d), reverse=True)
+    """``recall``: nearest first, each hit scored by the hybrid map of its cosine and what it holds (not capped)."""
+    got = sorted((d["sem_rank"], k) for k, d in p.items() if "sem_rank" in d)
+    return [(scoring.semantic_score(p[k]["cos"], cal, max(p[k]["cov"], p[k].get("pcov", 0.0)), bool(p[k].get("lack"))), k)
+            for _, k in got]  # fmt: skip
+
+
+def rank_semantic_before(p: dict[int, dict[str, float]], cal: scoring.Calibration) -> list[tuple[float, int]]:
+    """``recall`` before it read the hits' words: ``sigma(sem_a cos + sem_b)``, the cosine alone."""
+    got = sorted((d["sem_rank"], k) for k, d in p.items() if "sem_rank" in d)
+    return [(1.0 / (1.0 + math.exp(-(cal.sem_a * p[k]["cos"] + cal.sem_b))), k) for _, k in got]
 
 
 def rank_keyword(p: dict[int, dict[str, float]], cal: scoring.Calibration) -> list[tuple[float, int]]:
+    """``search``: FTS5's order, each hit scored by its evidence and what it holds of the query (not capped)."""
     got = [(d["kw_rank"], k) for k, d in p.items() if "kw_rank" in d]
-    return [(scoring.keyword_score(p[k]["ev"], cal), k) for _, k in sorted(got)]
+    return [(scoring.keyword_score(p[k]["ev"], max(p[k]["cov"], p[k].get("pcov", 0.0)), bool(p[k].get("lack")), cal), k)
+            for _, k in sorted(got)]  # fmt: skip
+
+
+#: The keyword score map before it read coverage: ``sigma(8.206 e - 5.140)`` (evidence alone).
+KEYWORD_BEFORE = replace(scoring.DEFAULT, kw_a=8.206, kw_b=-5.140, kw_v=0.0, kw_n=0.0)
+
+
+def rank_keyword_before(p: dict[int, dict[str, float]], _: scoring.Calibration) -> list[tuple[float, int]]:
+    return rank_keyword(p, KEYWORD_BEFORE)
+
+
+def keyword_feats(d: dict[str, float]) -> list[float]:
+    """The keyword score map's signals of one hit: squared coverage the score reads, lacks a name."""
+    return [max(d["cov"], d.get("pcov", 0.0)) ** 2, d.get("lack", 0.0)]
 
 
 def rank_previous(p: dict[int, dict[str, float]], _: scoring.Calibration) -> list[tuple[float, int]]:
@@ -320,8 +344,26 @@ def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]], rank_po
                 right.append(hits[0][1] in want)
         return _top1_map(np.asarray(z), np.asarray(right))
 
-    sa, sb = top1(rank_semantic, lambda d: d["cos"])
-    ka, kb = top1(rank_keyword, lambda d: d["ev"])
+    sa, sb = top1(rank_semantic_before, lambda d: d["cos"])  # the cosine alone: where the model reaches 0.45
+    # the keyword map: fitted like the hybrid score map below (right top-1 against an unanswerable
+    # query's, 0.45 placed for both targets), over what the hit holds of the query
+    xk, yk, ek = [], [], []
+    for p, want in zip(pools, wants, strict=True):
+        hits = rank_keyword(p, cal0)
+        if hits and (hits[0][1] in want or not want):
+            xk.append(keyword_feats(p[hits[0][1]]))
+            ek.append(min(p[hits[0][1]]["ev"], 1.0))
+            yk.append(float(hits[0][1] in want))
+    xka, yka = np.asarray(xk), np.asarray(yk)
+    with_e = _logistic(np.c_[ek, xka], yka)
+    print(f"keyword score direction with the evidence (e, u^2, lacks a name): {np.round(with_e[:3], 3).tolist()} "
+          "(e's weight is left at 0 when negative: a score must not fall as the memory holds more)")  # fmt: skip
+    vk = _logistic(xka, yka) if with_e[0] < 0 else with_e[1:]
+    ka = 0.0 if with_e[0] < 0 else float(with_e[0])
+    kb, kcut = _place_floor(xka @ vk[:2] + ka * np.asarray(ek), yka)
+    zk = xka @ vk[:2] + ka * np.asarray(ek)
+    print(f"keyword score map (e, u^2, lacks a name): {[round(ka, 3), *np.round(vk[:2], 3).tolist()]}, intercept {kb:.3f} "
+          f"(dev kept {np.mean(zk[yka == 1] >= kcut):.1%}, admitted {np.mean(zk[yka == 0] >= kcut):.1%})")  # fmt: skip
     x, y = [], []
     for p, want in zip(pools, wants, strict=True):
         hits = rank_hybrid(p, cal0)
@@ -343,7 +385,7 @@ def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]], rank_po
     print(f"GENERIC hybrid score map (the ranking key through one logistic, + lacks a name): "
           f"{dict(zip(('sc_c', 'sc_e', 'sc_k', 'sc_v'), np.round(g[0] * w, 3).tolist()))}, sc_n={g[1]:.3f}, sc_b={g[2]:.3f}")
     return scoring.Calibration(
-        sem_a=sa, sem_b=sb, kw_a=ka, kw_b=kb, hy_c=cal0.hy_c, hy_e=cal0.hy_e, hy_k=cal0.hy_k, hy_v=cal0.hy_v, hy_ctx=cal0.hy_ctx,
+        sem_a=sa, sem_b=sb, kw_a=ka, kw_b=kb, kw_v=float(vk[0]), kw_n=float(vk[1]), hy_c=cal0.hy_c, hy_e=cal0.hy_e, hy_k=cal0.hy_k, hy_v=cal0.hy_v, hy_ctx=cal0.hy_ctx,
         sc_c=float(v[0]), sc_cm=float(v[1]), sc_e=0.0, sc_k=0.0, sc_m=float(v[2]), sc_v=float(v[3]), sc_n=float(v[4]),
         sc_b=sc_b,
     )  # fmt: skip
@@ -488,11 +530,33 @@ def _fit_floor(x: np.ndarray, right: np.ndarray) -> Callable[[np.ndarray], np.nd
     return lambda z: 1.0 / (1.0 + np.exp(-(z @ v[:-1] + sc_b)))
 
 
-def feature_experiment(dev: list[tuple[int, dict[str, float], bool, bool]], test: list[tuple[int, dict[str, float], bool, bool]]) -> None:
+#: The keyword score map's designs (:func:`keyword_top1_features`), fitted as the hybrid map is.
+KEYWORD_FEATURE_SETS = {
+    "e alone (the signal before; refitted this way)": ("ev",),
+    "e, cov^2": ("ev", "cov2"),
+    "e, u^2 (a two-part query's best-held question)": ("ev", "u2"),
+    "e, u^2, lacks a name": ("ev", "u2", "lack"),
+    "u^2": ("u2",),
+    "u^2, lacks a name (shipped: e's weight comes out negative)": ("u2", "lack"),
+}
+
+
+def keyword_top1_features(p: dict[int, dict[str, float]], cal: scoring.Calibration) -> tuple[int, dict[str, float]] | None:
+    """The keyword top-1 of a pool (``search``'s) and its features."""
+    hits = rank_keyword(p, cal)
+    if not hits:
+        return None
+    d = p[hits[0][1]]
+    u2, lack = keyword_feats(d)
+    return hits[0][1], {"ev": min(d["ev"], 1.0), "cov2": d["cov"] ** 2, "u2": u2, "lack": lack}
+
+
+def feature_experiment(dev: list[tuple[int, dict[str, float], bool, bool]], test: list[tuple[int, dict[str, float], bool, bool]],
+                       sets: dict[str, tuple[str, ...]] = FEATURE_SETS, title: str = "hybrid score features") -> None:  # fmt: skip
     """For each feature set, fitted as the shipped map is (:func:`_fit_floor`): 5-fold cross-validation on
     dev (5 shuffles; kept / admitted at 0.45 and the best-threshold columns, pooled over folds), then the
     whole-dev fit on test. Features are chosen on the CV columns; test is read once per design."""
-    print("\n| hybrid score features | dev 5-fold CV: kept / admitted at 0.45 | dev CV: best kept at <= 10% admitted "
+    print(f"\n| {title} | dev 5-fold CV: kept / admitted at 0.45 | dev CV: best kept at <= 10% admitted "
           "| dev CV: best admitted at >= 90% kept | test: kept / admitted at 0.45 | test: best kept | test: best admitted |"
           "\n|---|---|---|---|---|---|---|")  # fmt: skip
 
@@ -500,7 +564,7 @@ def feature_experiment(dev: list[tuple[int, dict[str, float], bool, bool]], test
         x = np.asarray([[f[n] for n in names] for _, f, r, i in rows if r or i])
         return x, np.asarray([r for _, _, r, i in rows if r or i])
 
-    for name, names in FEATURE_SETS.items():
+    for name, names in sets.items():
         xd, rd = xs(dev, names)
         cv = []
         for seed in range(5):
@@ -847,7 +911,9 @@ def run(argv: Sequence[str] | None = None) -> None:
         rerank_lists = [rank_rerank(emb, q["query"], p, cal, text_of, rcal) for q, p in zip(queries, pools, strict=True)]
         rankers = {
             "keyword (search)": rank_keyword,
+            "keyword, score map before it read coverage (evidence alone)": rank_keyword_before,
             "semantic (recall)": rank_semantic,
+            "semantic, score before it read the hit's words (the cosine alone)": rank_semantic_before,
             "hybrid (search_hybrid)": rank_hybrid,
             "hybrid, GENERIC's score map (the ranking key)": lambda p, c: rank_hybrid(p, replace(c, **GENERIC_SCORE_MAP)),
             "hybrid before the score read a two-part question's parts (previous score map)": rank_before_parts,
@@ -864,6 +930,12 @@ def run(argv: Sequence[str] | None = None) -> None:
             [rank_previous_rerank(emb, q["query"], p, cal, text_of) for q, p in zip(queries, pools, strict=True)], wants, kinds, sources)  # fmt: skip
         if not args.fit:  # the pools mirror the store: check the public calls agree with them
             for q, p, rl in list(zip(queries, pools, rerank_lists, strict=True))[:20]:
+                kw_api = [(store._read("SELECT seq FROM memories WHERE id = ?", [h.id])[0][0], round(h.score, 9))
+                          for h in store.search(q["query"], SCOPE, limit=10)]  # fmt: skip
+                assert kw_api == [(k, round(sc, 9)) for sc, k in rank_keyword(p, cal)[:10]], (q["query"], kw_api)
+                sem_api = [(store._read("SELECT seq FROM memories WHERE id = ?", [h.id])[0][0], round(h.score, 9))
+                           for h in store.recall(q["query"], SCOPE, limit=10)]  # fmt: skip
+                assert sem_api == [(k, round(sc, 9)) for sc, k in rank_semantic(p, cal)[:10]], (q["query"], sem_api)
                 api = [store._read("SELECT seq FROM memories WHERE id = ?", [h.id])[0][0] for h in store.search_hybrid(q["query"], SCOPE, limit=10)]
                 mine = [k for _, k in rank_hybrid(p, cal)[:10]]
                 assert api == mine, (q["query"], api, mine)
@@ -916,6 +988,11 @@ def run(argv: Sequence[str] | None = None) -> None:
 
             dev_pools = [pool_of(store, q["query"]) for q in dev_q]
             feature_experiment(rows(dev_q, dev_wants, dev_pools), rows(queries, wants, pools))
+
+            def kw_rows(ws: list[set[int]], ps: list[dict[int, dict[str, float]]]) -> list[tuple[int, dict[str, float], bool, bool]]:
+                return [(got[0], got[1], got[0] in w, not w) for w, p in zip(ws, ps, strict=True) if (got := keyword_top1_features(p, cal))]
+
+            feature_experiment(kw_rows(dev_wants, dev_pools), kw_rows(wants, pools), KEYWORD_FEATURE_SETS, "keyword score features")
             import _mem_rerank_designs as designs  # bench/_mem_rerank_designs.py: the score designs tried for the stage
 
             designs.print_test(designs.top1_rows(emb, store, dev_q, dev_wants, dev_pools, cal, text_of, rank_hybrid),

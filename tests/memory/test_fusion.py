@@ -17,7 +17,7 @@ from atomic_agents.memory import (
     Scope,
     SQLiteMemoryStore,
 )
-from atomic_agents.memory._scoring import fts_query, keyword_coverage, part_coverage, query_parts, tokens
+from atomic_agents.memory._scoring import fts_query, held_signals, keyword_coverage, keyword_score, part_coverage, query_parts, tokens
 from atomic_agents.memory._sqlite_sql import _COLS, _LIVE, _SCOPE
 
 SCOPE = Scope("fusion", "test")
@@ -158,6 +158,49 @@ def test_one_pass_matches_give_the_or_querys_bm25_and_the_held_share_of_idf(
         held = set(tokens([texts[k]])[0])
         assert coverage[k] == pytest.approx(keyword_coverage(sum(w for t, w in idfs.items() if t in held), mass))
         assert score_cov[k] == pytest.approx(max(coverage[k], part_coverage(held, idfs, parts)))
+
+
+NAMED = ["Maya", "maya", "Bob's", "bob", "user_id", "user", "id", "e-mail", "mail", "deploy", "deployed", "v2", "Ünal", "unal"]
+
+
+@pytest.fixture(scope="module")
+def named_store(tmp_path_factory: pytest.TempPathFactory) -> SQLiteMemoryStore:
+    rnd = random.Random(11)
+    store = SQLiteMemoryStore(tmp_path_factory.mktemp("named") / "m.db", embedder=HashingEmbedder(16), durable=False)
+    store.remember_many([(" ".join(rnd.choices(NAMED, k=rnd.randint(1, 9))), None) for _ in range(300)], SCOPE)
+    return store
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from(NAMED), min_size=1, max_size=5), st.integers(0, 4), st.sampled_from(["What did", "Where is", "deploy"]))
+def test_a_keyword_hits_held_signals_are_the_one_pass_matches(
+    named_store: SQLiteMemoryStore, words: list[str], split: int, opening: str
+) -> None:
+    """What ``search`` reads of each hit from its own tokens (coverage, a two-part query's best-held question,
+    a name the question asks about, a ``snake_case`` word as a phrase) equals the hybrid's per-word FTS5 pass."""
+    query = f"{opening} " + " ".join(words[:split]) + (" and who " if split else " ") + " ".join(words[split:]) + "?"
+    found = named_store._matches(query)
+    texts = dict(named_store._read("SELECT seq, content FROM memories"))
+    keys = sorted(found.bm25)[:80]
+    held = held_signals(query, named_store._idf(query), [texts[k] for k in keys])
+    score_cov, lacking = found.score_coverage(keys), found.lacking(keys)
+    assert [u for u, _ in held] == pytest.approx([score_cov[k] for k in keys], abs=1e-12)
+    assert [n for _, n in held] == [k in lacking for k in keys]
+
+
+def test_search_scores_a_memory_by_what_it_holds_of_the_query(tmp_path: Any) -> None:
+    """A memory repeating one rare word out-ranks, in BM25, one holding every word, and scores below it and the floor."""
+    store = SQLiteMemoryStore(tmp_path / "held.db", embedder=HashingEmbedder(16), durable=False)
+    long = ("The runbook for the failover of the Zanzibar office lives in the ops folder, next to the notes from the"
+            " last drill, the list of who to call first, the diagram of the two sites and the checklist we print.")
+    store.remember_many([("Zanzibar! Zanzibar, Zanzibar.", None), (long, None),
+                         *((f"filler note {i} about the weekly sync", None) for i in range(40))], SCOPE)  # fmt: skip
+    hits = store.search("Where is the Zanzibar failover runbook?", SCOPE)
+    assert [h.memory.content[:8] for h in hits] == ["Zanzibar", "The runb"]  # FTS5's order: bm25
+    assert hits[0].score < RELEVANCE_FLOOR <= hits[1].score
+    assert keyword_score(1.0, 1.0) > keyword_score(1.0, 0.5) > keyword_score(1.0, 0.5, lacks_name=True)
+    assert keyword_score(0.0, 1.0) == 0.0
+    store.close()
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import replace
 
 import pytest
@@ -21,6 +22,7 @@ from atomic_agents.memory._scoring import (
     hybrid_rank,
     hybrid_score,
     idf,
+    held_signals,
     keyword_coverage,
     keyword_evidence,
     keyword_score,
@@ -52,10 +54,15 @@ def test_semantic_score_is_bounded_and_monotone(a: float, b: float) -> None:
         assert 0.0 <= semantic_score(lo, cal) <= semantic_score(hi, cal) <= 1.0
 
 
-@given(unit, unit)
-def test_keyword_score_is_bounded_and_monotone(a: float, b: float) -> None:
-    lo, hi = sorted((a, b))
-    assert 0.0 <= keyword_score(lo) <= keyword_score(hi) <= 1.0
+@given(unit, unit, unit, unit, st.booleans())
+def test_keyword_score_is_bounded_and_monotone(a: float, b: float, u1: float, u2: float, lacks: bool) -> None:
+    """It never falls as the memory holds more of the query (evidence or coverage), a missing name
+    never raises it, and a memory matching no word scores 0."""
+    (lo, hi), (ulo, uhi) = sorted((a, b)), sorted((u1, u2))
+    for cal in (DEFAULT, GENERIC):
+        assert 0.0 <= keyword_score(lo, ulo, lacks, cal) <= keyword_score(hi, uhi, lacks, cal) <= 1.0
+        assert keyword_score(hi, uhi, True, cal) <= keyword_score(hi, uhi, False, cal)
+        assert keyword_score(0.0, uhi, lacks, cal) == 0.0
 
 
 @given(cosine, cosine, unit, unit, unit, unit, unit)
@@ -136,11 +143,33 @@ def test_hybrid_floor_a_weak_keyword_only_match_is_out_a_clear_paraphrase_is_in(
 
 def test_a_weak_keyword_match_scores_below_the_floor_and_a_full_one_above() -> None:
     # One common word of a four-word question matched: little of the query's IDF mass.
-    assert keyword_score(keyword_evidence(bm25({"team": 1}, 12, 12.0, {"team": 0.3}), 0.3 + 3 * 4.0)) < RELEVANCE_FLOOR
+    mass = 0.3 + 3 * 4.0
+    ev = keyword_evidence(bm25({"team": 1}, 12, 12.0, {"team": 0.3}), mass)
+    assert keyword_score(ev, keyword_coverage(0.3, mass)) < RELEVANCE_FLOOR
+    # One rare word of two, repeated: the most evidence BM25 gives it, half of what was asked.
+    idfs = {"zanzibar": 4.0, "runbook": 4.0}
+    ev = keyword_evidence(bm25({"zanzibar": 5}, 6, 10.0, idfs), sum(idfs.values()))
+    assert keyword_score(ev, keyword_coverage(4.0, 8.0)) < RELEVANCE_FLOOR
     # Every query word once, at average length: evidence ~1.
-    idfs = {"zanzibar": 4.0, "runbook": 3.5}
     ev = keyword_evidence(bm25({"zanzibar": 1, "runbook": 1}, 10, 10.0, idfs), sum(idfs.values()))
-    assert abs(ev - 1.0) < 1e-9 and keyword_score(ev) >= RELEVANCE_FLOOR
+    assert abs(ev - 1.0) < 1e-9 and keyword_score(ev, 1.0) >= RELEVANCE_FLOOR
+    # ... but lacking the name the question asks about ("the *Lyon* office's runbook"), it is not relevant
+    assert keyword_score(ev, 0.75, lacks_name=True) < RELEVANCE_FLOOR <= keyword_score(ev, 0.75)
+
+
+@pytest.mark.parametrize(
+    ("query", "text", "want"),
+    [
+        ("Where is the user_id column?", "the user id column", (1.0, False)),  # a phrase of two tokens, in order
+        ("Where is the user_id column?", "the id of the user column", (0.5, False)),  # its tokens, not in order
+        ("What did Maya deploy?", "Bob deployed it", (0.5, True)),  # stems; the name lacking
+        ("What broke and how was it fixed?", "the fix shipped", (1.0, False)),  # the best-held question
+        ("deploy", "", (0.0, False)),
+    ],
+)
+def test_held_signals(query: str, text: str, want: tuple[float, bool]) -> None:
+    idfs = {st: 1.0 for st in stems(keyword_terms(query)).values()}
+    assert held_signals(query, idfs, [text]) == [want]
 
 
 def test_idf_follows_fts5() -> None:
@@ -151,8 +180,23 @@ def test_idf_follows_fts5() -> None:
 def test_unknown_embedders_keep_clipped_cosines() -> None:
     assert calibration_for("hashing-fake-256") is GENERIC and semantic_score(0.37, GENERIC) == 0.37
     assert calibration_for("all-MiniLM-L6-v2-onnx-int8") is DEFAULT
-    fake = calibration_for(HashingEmbedder())  # its floor (0.3) sits where the default model's 0.45 does
-    assert fake.raw_semantic and abs(semantic_score(0.3 + fake.cos_shift, DEFAULT) - 0.45) < 1e-9
+    # its floor (0.3) sits where the default model's cosine alone scores 0.45 (sem_a, sem_b: 0.55)
+    fake = calibration_for(HashingEmbedder())
+    assert fake.raw_semantic and abs(1 / (1 + math.exp(-(DEFAULT.sem_a * (0.3 + fake.cos_shift) + DEFAULT.sem_b))) - 0.45) < 1e-9
+    assert semantic_score(0.37, fake, 1.0, True) == 0.37  # its recall scores read no words
+
+
+@given(cosine, cosine, unit, unit, st.booleans())
+def test_a_semantic_hit_is_scored_by_the_hybrid_map_of_what_it_holds(c1: float, c2: float, u1: float, u2: float, lacks: bool) -> None:
+    """One scale: a recalled memory scores what the hybrid map gives its cosine and its words (before the
+    hybrid's cap), so it rises with meaning and with coverage, and a missing name never raises it."""
+    (clo, chi), (ulo, uhi) = sorted((c1, c2)), sorted((u1, u2))
+    assert semantic_score(c1, DEFAULT, u1, lacks) == hybrid_score(c1, float(u1 > 0), 0.0, DEFAULT, u1, lacks)
+    assert 0.0 <= semantic_score(clo, DEFAULT, u1, lacks) <= semantic_score(chi, DEFAULT, u1, lacks) <= 1.0
+    assert semantic_score(c1, DEFAULT, 1.0, lacks) >= semantic_score(c1, DEFAULT, 0.0, lacks)
+    if ulo > 0:  # past the step (matches a word), holding more never lowers it
+        assert semantic_score(c1, DEFAULT, ulo, lacks) <= semantic_score(c1, DEFAULT, uhi, lacks) + 1e-12
+    assert semantic_score(c1, DEFAULT, u1, True) <= semantic_score(c1, DEFAULT, u1, False)
 
 
 def test_keyword_queries_drop_question_words_and_quote_operators() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -16,10 +16,11 @@ else:  # bound on first use (see _lazy): keyword search and listing never import
 
 from ..exceptions import ValidationError
 from ._embed import Embedder
-from ._models import Memory, Scope, ScopeFilter, check_content, check_id, check_metadata, check_ttl
+from ._models import Hit, Memory, Scope, ScopeFilter, check_content, check_id, check_metadata, check_ttl
+from ._scoring import Calibration, held_signals, keyword_score, semantic_score
 
 __all__ = ["check_no_secrets", "check_prune_target", "memory_from_row", "check_scope", "check_scope_filter", "embed_texts",
-           "prepare_edit", "prepare_new"]
+           "keyword_hits", "prepare_edit", "prepare_new", "semantic_hits"]
 
 
 def check_no_secrets(content: str | None, metadata: Mapping[str, Any] | None, *, record: str | None = None,
@@ -182,3 +183,23 @@ def memory_from_row(row: Sequence[Any]) -> Memory:
         expires_at=row[10],
         deleted_at=row[11] or None,
     )
+
+
+def keyword_hits(query: str, idfs: Mapping[str, float], found: Sequence[tuple[float, Memory]], cal: Calibration) -> list[Hit]:
+    """``search``'s hits from ``(keyword evidence, memory)`` in FTS5's order: each scored by
+    :func:`~._scoring.keyword_score` of its evidence and of what it holds of the query
+    (:func:`~._scoring.held_signals` over the backend's ``idfs``), whatever the other hits are."""
+    held = held_signals(query, idfs, [m.content for _, m in found]) if found else []
+    return [Hit(m, keyword_score(e, u, n, cal)) for (e, m), (u, n) in zip(found, held, strict=True)]
+
+
+def semantic_hits(query: str, idfs: Callable[[], Mapping[str, float]], found: Sequence[tuple[float, Memory]],
+                  cal: Calibration) -> list[Hit]:  # fmt: skip
+    """``recall``'s hits from ``(cosine, memory)``, nearest first: each scored by
+    :func:`~._scoring.semantic_score` of its cosine and of what it holds of the query (the hybrid
+    score map; ``idfs`` gives the backend's IDFs, asked only when a hit's words are read), whatever
+    the other hits are. A clipped cosine for an embedder without fitted constants."""
+    if cal.raw_semantic or not found:
+        return [Hit(m, semantic_score(c, cal)) for c, m in found]
+    held = held_signals(query, idfs(), [m.content for _, m in found])
+    return [Hit(m, semantic_score(c, cal, u, n)) for (c, m), (u, n) in zip(found, held, strict=True)]

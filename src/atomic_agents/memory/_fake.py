@@ -36,7 +36,9 @@ from ._base import (
     check_scope_filter,
     embed_texts,
     given_vectors,
+    keyword_hits,
     metadata_matches,
+    semantic_hits,
     prepare_edit,
     prepare_new,
 )
@@ -57,12 +59,10 @@ from ._scoring import (
     part_coverage,
     query_parts,
     keyword_evidence,
-    keyword_score,
     keyword_terms,
     query_names,
     query_stems,
     semantic_query,
-    semantic_score,
     stems,
     tokens,
     ubiquitous_at,
@@ -313,18 +313,20 @@ class InMemoryMemoryStore:
                 matched[m.id] = sum(w for t, w in idfs.items() if c[t])
         return scores, matched, sum(idfs.values()), idfs
 
-    def _keyword(self, query: str, pool: list[Memory], limit: int) -> list[tuple[Memory, float]]:
-        scores, _, mass, _ = self._bm25(query, pool)
+    def _keyword(self, query: str, pool: list[Memory], limit: int) -> tuple[list[tuple[float, Memory]], dict[str, float]]:
+        """``((evidence, memory) of the best matches, stem -> idf)``."""
+        scores, _, mass, idfs = self._bm25(query, pool)
         # FTS5's order: uncapped bm25, older first on ties (a stable sort)
         ranked = sorted((m for m in pool if m.id in scores), key=lambda m: -scores[m.id])
-        return [(m, keyword_evidence(scores[m.id], mass)) for m in ranked[:limit]]
+        return [(keyword_evidence(scores[m.id], mass), m) for m in ranked[:limit]], idfs
 
     def search(
         self, query: str, scope: Scope, limit: int = 10, filters: Mapping[str, Any] | None = None
     ) -> list[Hit]:
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         cal = calibration_for(self.embedder)
-        return [Hit(m, keyword_score(e, cal)) for m, e in self._keyword(q, self._live(sc, flt), lim)]
+        found, idfs = self._keyword(q, self._live(sc, flt), lim)
+        return keyword_hits(q, idfs, found, cal)
 
     def _cosines(self, query: str, pool: list[Memory], scope: Scope | None = None) -> dict[str, float]:
         if self._stored_model != self.embedder.model_id:
@@ -349,7 +351,7 @@ class InMemoryMemoryStore:
         cos = self._cosines(q, pool, sc)
         ranked = sorted(pool, key=lambda m: -cos.get(m.id, -2.0))[:lim]
         cal = calibration_for(self.embedder)
-        return [Hit(m, semantic_score(cos[m.id], cal)) for m in ranked if m.id in cos]
+        return semantic_hits(q, lambda: self._bm25(q, pool)[3], [(cos[m.id], m) for m in ranked if m.id in cos], cal)
 
     def recall(
         self, query: str, scope: Scope, limit: int = 5, filters: Mapping[str, Any] | None = None

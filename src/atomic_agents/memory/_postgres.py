@@ -38,7 +38,9 @@ from ._base import (
     check_scope_filter,
     embed_texts,
     given_vectors,
+    keyword_hits,
     metadata_matches,
+    semantic_hits,
     prepare_edit,
     prepare_new,
 )
@@ -73,8 +75,6 @@ from ._scoring import (
     fuse_pool,
     keyword_coverage,
     keyword_evidence,
-    keyword_score,
-    semantic_score,
 )
 from ._base import check_no_secrets  # the scanner loads with the first write
 from ._store import UNSET, Progress
@@ -457,7 +457,10 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
         """Keyword search: a memory matches if any query word does (SQLite's tokens), best first."""
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         cal = calibration_for(self.embedder)
-        return [Hit(mem, keyword_score(e, cal)) for _, e, mem in self._keyword(q, sc, lim, flt)]
+        with self._one_read():  # the hits and the IDF their coverage weighs: one statistics read
+            found = [(e, mem) for _, e, mem in self._keyword(q, sc, lim, flt)]
+            idfs = self._idf(q) if found else {}
+        return keyword_hits(q, idfs, found, cal)
 
     def _semantic(self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int) -> tuple[np.ndarray, list[tuple[int, float, Memory]]]:
         dim = self._require_model()
@@ -490,9 +493,10 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
     ) -> list[Hit]:
         """Nearest memories by cosine (calibrated score), restricted by metadata equality ``filters``."""
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
-        _, found = self._semantic(q, sc, flt, lim)
         cal = calibration_for(self.embedder)
-        return [Hit(mem, semantic_score(c, cal)) for _, c, mem in found]
+        with self._one_read():  # the query text and the IDF the hits' words weigh: one statistics read
+            _, found = self._semantic(q, sc, flt, lim)
+            return semantic_hits(q, lambda: self._idf(q), [(c, mem) for _, c, mem in found], cal)
 
     def recall(
         self, query: str, scope: Scope, limit: int = 5, filters: Mapping[str, Any] | None = None

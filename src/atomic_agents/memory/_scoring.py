@@ -24,8 +24,18 @@ Signals:
 Scores (``sigma`` is the logistic function; constants in :data:`DEFAULT`, fitted on
 the labelled set's dev split by ``bench/_mem_quality.py --fit``):
 
-- semantic: ``sigma(s_a * c + s_b)``
-- keyword: ``sigma(k_a * e + k_b)``
+- semantic: the hybrid score map below, of the hit's cosine and of what its text holds of the
+  query (``u``, ``n`` and the step ``u > 0``; :func:`held_signals`), not capped: one scale
+  whatever ranker found the hit. ``sigma(s_a * c + s_b)``, the cosine alone, was the map
+  before; the hybrid map keeps 88% of right top-1s where it kept 68%, and admits 8% of
+  unanswerable queries where it admitted 22% (the labelled set's test split).
+- keyword: ``sigma(k_a * e + k_v * u**2 + k_n * n + k_b)``, with ``u`` and ``n`` as the
+  hybrid score reads them (below; :func:`held_signals` from the hits' own tokens). The order
+  stays FTS5's (bm25), and a hit's score does not depend on the other hits. Fitted like the
+  hybrid score map (right top-1 against an unanswerable query's, the intercept placed for
+  ATP's targets), the evidence's weight came out negative (``e`` and ``u`` correlate), so
+  it is left at 0: a memory repeating one rare query word out-ranks one holding every word
+  in BM25, but scores far lower.
 - hybrid: ``k = e / max e`` over the query's candidate pool (its keyword evidence
   relative to the query's best keyword match). Both rankers contribute a pool
   (:data:`HYBRID_POOL` each, or ``4 * limit``) and every candidate gets all signals.
@@ -111,6 +121,7 @@ __all__ = [
     "calibration_for",
     "fts_query",
     "fuse_pool",
+    "held_signals",
     "hybrid_rank",
     "hybrid_score",
     "idf",
@@ -241,10 +252,22 @@ def tokens(texts: Sequence[str]) -> list[list[str]]:
     return out
 
 
+#: ``word -> its first token`` (``""``: none) of words :func:`stems` has seen; cleared past
+#: :data:`_STEMS_MAX` words. Each tokenizer call reads an ``fts5vocab`` table (~0.2 ms), and
+#: every search stems its query's words several times.
+_STEMS: dict[str, str] = {}
+_STEMS_MAX = 50_000
+
+
 def stems(words: Iterable[str]) -> dict[str, str]:
     """``word -> stem`` as the index stores it (words that tokenize to nothing are left out)."""
     ws = list(words)
-    return {w: t[0] for w, t in zip(ws, tokens(ws), strict=True) if t}
+    todo = [w for w in dict.fromkeys(ws) if w not in _STEMS]
+    if todo:
+        if len(_STEMS) + len(todo) > _STEMS_MAX:
+            _STEMS.clear()
+        _STEMS.update((w, t[0] if t else "") for w, t in zip(todo, tokens(todo), strict=True))
+    return {w: st for w in ws if (st := _STEMS.get(w))}
 
 
 #: A query word whose IDF is below this is in more than ~43% of the store's memories (FTS5's
@@ -428,6 +451,10 @@ class Calibration:
     #: the share of a better-matching predecessor's ranking key and score a hybrid candidate
     #: takes (:func:`fuse_pool`'s ``follows``: the memory written just before it in its scope)
     hy_ctx: float = 0.0
+    #: the keyword score map's weights of the squared coverage the score reads and of "lacks a
+    #: name the question asks about" (:func:`keyword_score`; ``kw_a`` is the evidence's weight)
+    kw_v: float = 0.0
+    kw_n: float = 0.0
     #: identity semantic map (clipped cosine) instead of the logistic one
     raw_semantic: bool = False
     #: added to cosines before the hybrid map: puts another embedder's relevance floor
@@ -445,7 +472,7 @@ def _sigma(x: float) -> float:
 #: Fitted for the default model (all-MiniLM-L6-v2, int8) on the dev split of
 #: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
 DEFAULT = Calibration(
-    sem_a=7.720, sem_b=-4.445, kw_a=8.206, kw_b=-5.140, hy_c=9.061, hy_e=-6.412, hy_k=0.214, hy_v=20.161, hy_ctx=0.9,
+    sem_a=7.720, sem_b=-4.445, kw_a=0.0, kw_v=7.468, kw_n=-2.069, kw_b=-2.714, hy_c=9.061, hy_e=-6.412, hy_k=0.214, hy_v=20.161, hy_ctx=0.9,
     sc_c=12.604, sc_cm=-6.499, sc_e=0.0, sc_k=0.0, sc_m=-1.618, sc_v=3.332, sc_n=-1.523, sc_b=-4.414,
 )  # fmt: skip
 #: For other embedders: semantic scores stay clipped cosines; keyword scores and the hybrid
@@ -477,17 +504,78 @@ def calibration_for(embedder: object) -> Calibration:
     return replace(GENERIC, cos_shift=at_floor - float(floor))
 
 
-def semantic_score(cosine: float, cal: Calibration = GENERIC) -> float:
+def semantic_score(cosine: float, cal: Calibration = GENERIC, coverage: float = 0.0, lacks_name: bool = False) -> float:
+    """The calibrated score of a semantic hit: the hybrid score map (:func:`hybrid_score`) of its
+    cosine and of what its text holds of the query (:func:`held_signals`), so one scale serves
+    whatever ranker found the hit. ``coverage > 0`` is the map's step, "matches a query word"
+    (the fitted maps read the evidence only through it: ``sc_e = sc_k = 0``).
+
+    A clipped cosine for :data:`GENERIC` (``raw_semantic``). ``sigma(sem_a c + sem_b)``, the
+    map of the cosine alone, is what the semantic score was before it read the hit's words;
+    it still says which cosine the default model reaches 0.45 at (:func:`calibration_for`).
+    """
     c = min(max(float(cosine), -1.0), 1.0)
     if cal.raw_semantic:
         return max(c, 0.0)
-    return _sigma(cal.sem_a * c + cal.sem_b)
+    return hybrid_score(c, 1.0 if coverage > 0.0 else 0.0, 0.0, cal, coverage, lacks_name)
 
 
-def keyword_score(evidence: float, cal: Calibration = DEFAULT) -> float:
+def keyword_score(evidence: float, coverage: float, lacks_name: bool = False, cal: Calibration = DEFAULT) -> float:
+    """The calibrated score of a keyword hit: ``sigma(k_a e + k_v u**2 + k_n n + k_b)``, 0 with no match.
+
+    ``coverage`` (``u``): the share of the query's IDF mass the memory holds, or of its best-held
+    question's (:func:`held_signals`); ``lacks_name`` (``n``): it lacks a name the question asks
+    about. A memory repeating one rare word of the query ranks high in BM25 but holds little of
+    what was asked, so it scores low; one holding every word scores high however short.
+    """
     if evidence <= 0.0:
         return 0.0
-    return _sigma(cal.kw_a * min(evidence, 1.0) + cal.kw_b)
+    u = min(max(coverage, 0.0), 1.0)
+    return _sigma(cal.kw_a * min(evidence, 1.0) + cal.kw_v * u * u + (cal.kw_n if lacks_name else 0.0) + cal.kw_b)
+
+
+def held_signals(query: str, idfs: Mapping[str, float], texts: Sequence[str]) -> list[tuple[float, bool]]:
+    """``(coverage the score reads, lacks a name)`` of each text, matched as the index matches it.
+
+    What SQLite's per-word FTS5 pass gives the hybrid for its candidates (``Matches``), for a few
+    rows already found: each distinct stem of the query (:func:`keyword_terms`, :func:`stems`) is
+    held where FTS5 matches its first word, quoted (a ``user_id`` as the phrase ``user id``), in the
+    text, and weighs its IDF (``idfs``, the backend's, keyed by stem). The coverage is
+    :func:`keyword_coverage`, or for a query asking two things the larger of that and
+    :func:`part_coverage`; a text lacks a name when one of :func:`query_names` is not held.
+    The texts go through the tokenizer's own FTS5 table (one insert, one ``MATCH`` per stem).
+
+    >>> held_signals("Where is Maya's bike?", {"maya": 2.0, "bike": 2.0}, ["Maya sold the bike", "the bike shop"])
+    [(1.0, False), (0.5, True)]
+    """
+    terms = keyword_terms(query)
+    by_word = stems(terms)
+    named = {by_word[w] for w in name_words(query) if w in by_word}
+    first: dict[str, str] = {}  # stem -> its first word
+    for w in terms:
+        if w in by_word:
+            first.setdefault(by_word[w], w)
+    held: list[set[str]] = [set() for _ in texts]
+    if texts and first:
+        with _tok_lock:
+            c = _tokenizer()
+            c.execute("BEGIN")
+            try:
+                c.executemany("INSERT INTO t (rowid, x) VALUES (?, ?)", [(i + 1, t) for i, t in enumerate(texts)])
+                for st, w in first.items():
+                    for (row,) in c.execute("SELECT rowid FROM t WHERE t MATCH ?", ['"' + w.replace('"', '""') + '"']):
+                        held[row - 1].add(st)
+            finally:
+                c.execute("ROLLBACK")
+    parts = query_parts(query, by_word)
+    mass = sum(idfs.values())
+    out = []
+    for have in held:
+        cov = keyword_coverage(sum(idfs.get(st, 0.0) for st in have), mass)
+        if parts:
+            cov = max(cov, part_coverage(have, idfs, parts))
+        out.append((cov, any(st not in have for st in named)))
+    return out
 
 
 def _signals(

@@ -39,7 +39,9 @@ from ._base import (
     check_scope_filter,
     embed_texts,
     given_vectors,
+    keyword_hits,
     metadata_matches,
+    semantic_hits,
     prepare_edit,
     prepare_new,
 )
@@ -71,8 +73,6 @@ from ._scoring import (
     fts_query,
     fuse_pool,
     keyword_evidence,
-    keyword_score,
-    semantic_score,
 )
 from ._base import check_no_secrets  # the scanner loads with the first write
 from ._sqlite_keyword import SQLiteKeyword
@@ -436,11 +436,13 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
     ) -> list[Hit]:
         """Keyword search: a memory matches if any query word does (FTS5, porter stemming), bm25-ranked.
 
-        Scores are :func:`~atomic_agents.memory._scoring.keyword_score` of the match's evidence.
+        Scores are :func:`~atomic_agents.memory._scoring.keyword_score` of the match's evidence and of how much of
+        the query it holds (:func:`~._base.keyword_hits`); a hit's score does not depend on the other hits.
         """
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         cal = calibration_for(self.embedder)
-        return [Hit(mem, keyword_score(e, cal)) for _, e, mem in self._keyword(q, sc, lim, flt)]
+        found = [(e, mem) for _, e, mem in self._keyword(q, sc, lim, flt)]
+        return keyword_hits(q, self._idf(q) if found else {}, found, cal)
 
     def _semantic(
         self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int
@@ -487,13 +489,14 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
     ) -> list[Hit]:
         """Nearest memories by cosine, restricted by metadata equality ``filters``.
 
-        Scores are :func:`~atomic_agents.memory._scoring.semantic_score` of the cosine.
+        Scores are :func:`~atomic_agents.memory._scoring.semantic_score` of the cosine and of how much of the
+        query the hit holds (:func:`~._base.semantic_hits`).
         """
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         _, _, _, found = self._semantic(q, sc, flt, lim)
         mems = self._fetch([k for k, _ in found])
         cal = calibration_for(self.embedder)
-        return [Hit(mems[k], semantic_score(s, cal)) for k, s in found if k in mems]
+        return semantic_hits(q, lambda: self._idf(q), [(s, mems[k]) for k, s in found if k in mems], cal)
 
     def recall(
         self, query: str, scope: Scope, limit: int = 5, filters: Mapping[str, Any] | None = None
