@@ -771,6 +771,32 @@ def parts_latency(store: SQLiteMemoryStore, queries: list[str], reps: int) -> tu
             f"{off:.2f} without reading their questions ({on - off:+.2f} ms)", "about as fast")  # fmt: skip
 
 
+def held_latency(store: SQLiteMemoryStore, queries: list[str], reps: int) -> list[tuple[str, str, str, str]]:
+    """``search`` and ``recall`` (limit 10) against the same calls reading none of the hits' words
+    (``held_signals`` patched to say nothing is held), interleaved: the cost of scoring what each hit holds."""
+    from atomic_agents.memory import _base
+
+    real = _base.held_signals
+    blank = lambda _q, _i, texts: [(0.0, False)] * len(texts)  # noqa: E731
+    out = []
+    for name, call in (("search", store.search), ("recall", store.recall)):
+        times: dict[str, list[float]] = {"with": [], "without": []}
+        try:
+            for i in range(reps):
+                q = queries[i % len(queries)]
+                for key in times:
+                    _base.held_signals = real if key == "with" else blank  # type: ignore[assignment]
+                    t0 = time.perf_counter()
+                    call(q, SCOPE, limit=10)
+                    times[key].append((time.perf_counter() - t0) * 1000)
+        finally:
+            _base.held_signals = real  # type: ignore[assignment]
+        on, off = statistics.median(times["with"]), statistics.median(times["without"])
+        out.append((f"{name} p50 per query, limit 10 (ms), scoring what each hit holds of the query", f"{on:.2f}",
+                    f"{off:.2f} reading no hit's words ({on - off:+.2f} ms)", "about as fast"))  # fmt: skip
+    return out
+
+
 # -- keyword rank-first latency -------------------------------------------------------------
 
 
@@ -1003,6 +1029,8 @@ def run(argv: Sequence[str] | None = None) -> None:
             print("| " + " | ".join(row) + " |", flush=True)
         print("| " + " | ".join(name_signal_latency(store, [q["query"] for q in queries], 4 * len(queries))) + " |", flush=True)
         print("| " + " | ".join(parts_latency(store, [q["query"] for q in queries], 4 * len(queries))) + " |", flush=True)
+        for row in held_latency(store, [q["query"] for q in queries], 2 * len(queries)):
+            print("| " + " | ".join(row) + " |", flush=True)
         timed = [(store, SCOPE, [q["query"] for q in queries])]
         if lc.stores:
             timed.append((lc.stores[0], _mem_longconv.SCOPE, [q for q, n in zip(lc.queries, lc.store_of, strict=True) if n == 0]))

@@ -189,6 +189,30 @@ def test_writers_get_through_while_a_migration_builds_its_indexes(pg_dsn: str) -
     writer.close()
 
 
+def test_a_timeout_in_the_dsn_does_not_cancel_a_build(pg_dsn: str) -> None:
+    """With ``lock_timeout`` and ``statement_timeout`` in the DSN's options, a build that waits longer than
+    both for a writer in flight still completes, and the opener's session keeps its own timeouts."""
+    store = _pg(pg_dsn)
+    store.remember_many([(t, None) for t in TEXTS], SCOPE)
+    store._run(lambda cur: pg_downgrade(cur, 3), write=True)  # schema 4's timeline index: built on the next open
+    store.close()
+    dsn = _with_lock_timeout(pg_dsn, 50) + quote(" -c statement_timeout=1000", safe="")
+    opener = _Opener(dsn)
+    with _holding(pg_dsn, "memories"):
+        opener.start()
+        pid = _builder_waiting(pg_dsn, "ix_memories_timeline", opener.is_alive)
+        with psycopg.connect(pg_dsn, autocommit=True) as watch:  # still waiting past both timeouts
+            watch.execute("SELECT pg_sleep(1.5)")
+            row = watch.execute("SELECT wait_event_type, query FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
+        assert row is not None and row[0] == "Lock" and "ix_memories_timeline" in row[1], row
+    opener.join(timeout=120)
+    assert opener.error is None, opener.error
+    got = opener.store
+    assert got is not None and set(_states(got).values()) == {True}
+    assert got._read("SELECT current_setting('lock_timeout'), current_setting('statement_timeout')")[0] == ("50ms", "1s")
+    got.close()
+
+
 @pytest.mark.parametrize("which", ["ix_memories_timeline", "ix_memory_docs_terms", "ix_memory_docs_untallied", "hnsw"])
 def test_an_invalid_leftover_index_is_dropped_and_rebuilt_on_open(pg_dsn: str, which: str) -> None:
     store = _pg(pg_dsn)

@@ -21,7 +21,10 @@ what is missing or INVALID (``pg_index.indisvalid``: a build interrupted by a cr
 cancel or a lost connection leaves one; it is dropped with ``DROP INDEX CONCURRENTLY`` and
 rebuilt), so an interrupted build is resumed by whichever process opens the store next.
 Builds are serialised on a session-level advisory lock distinct from the schema lock,
-and each is re-checked after taking it. Until an index is valid every query answers as
+and each is re-checked after taking it. A build runs with no ``lock_timeout`` or
+``statement_timeout`` (the session gets its own back after): a timeout in the user's DSN
+would cancel a long build at every open, and the store would never open; so an open
+waits for transactions already running on the table (an idle one too) to end. Until an index is valid every query answers as
 before, only slower (nothing reads an index by name; the planner skips invalid ones);
 semantic search then scans exactly, so among equal cosines it may keep other rows than
 the approximate HNSW index would (its ties go to the older row).
@@ -35,9 +38,10 @@ one dimension share one index and a store can be re-embedded with another model.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..exceptions import SchemaVersionError
@@ -296,6 +300,28 @@ def _release_build_lock(conn: Any) -> None:
         conn.execute("SELECT pg_advisory_unlock(%s, %s)", _BUILD_LOCK)
 
 
+@contextlib.contextmanager
+def _building(conn: Any) -> Iterator[None]:
+    """The build lock, and no ``lock_timeout`` or ``statement_timeout`` cutting a build short meanwhile.
+
+    A timeout in the user's DSN (``options=-c statement_timeout=30s``, common on managed
+    servers) would cancel a concurrent build on a big table, or one waiting for a long
+    transaction, every time: the INVALID leftover is rebuilt at the next open and cancelled
+    again, so the store would never open. For the build only; ``RESET`` gives the session its
+    own values back.
+    """
+    _take_build_lock(conn)
+    try:
+        conn.execute("SET lock_timeout = 0")
+        conn.execute("SET statement_timeout = 0")
+        yield
+    finally:
+        if not conn.broken and not conn.closed:
+            conn.execute("RESET lock_timeout")
+            conn.execute("RESET statement_timeout")
+        _release_build_lock(conn)
+
+
 def ensure_indexes(conn: Any, specs: Sequence[tuple[str, str]], states: dict[str, bool | None] | None = None) -> list[str]:
     """Build each index of ``specs`` that is missing or INVALID, concurrently; returns the names built.
 
@@ -310,8 +336,7 @@ def ensure_indexes(conn: Any, specs: Sequence[tuple[str, str]], states: dict[str
     if not todo:
         return []
     built = []
-    _take_build_lock(conn)
-    try:
+    with _building(conn):
         now = index_states(conn.execute, [name for name, _ in todo])  # another process may have built them
         for name, definition in todo:
             if now[name] is True:
@@ -320,8 +345,6 @@ def ensure_indexes(conn: Any, specs: Sequence[tuple[str, str]], states: dict[str
                 conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
             conn.execute(f"CREATE INDEX CONCURRENTLY {name} {definition}")
             built.append(name)
-    finally:
-        _release_build_lock(conn)
     return built
 
 
@@ -329,12 +352,9 @@ def drop_indexes(conn: Any, names: Sequence[str]) -> None:
     """``DROP INDEX CONCURRENTLY`` each of ``names`` (autocommit ``conn``), under the build lock."""
     if not names:
         return
-    _take_build_lock(conn)
-    try:
+    with _building(conn):
         for name in names:
             conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')
-    finally:
-        _release_build_lock(conn)
 
 
 def ensure_schema(conn: Any, embedder_id: str, dimension: int) -> dict[str, str]:
