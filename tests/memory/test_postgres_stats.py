@@ -28,6 +28,7 @@ from atomic_agents.memory._base import memory_from_row
 from atomic_agents.memory._postgres_schema import PG_SCHEMA_VERSION
 from atomic_agents.memory._postgres_sql import _COLS
 from atomic_agents.memory._postgres_stats import stem_key
+from atomic_agents.memory import _scoring as scoring
 from atomic_agents.memory._scoring import keyword_evidence, tokens
 
 from ._helpers import open_in_two_processes, pg_downgrade
@@ -217,6 +218,35 @@ def test_keyword_signals_and_scores_equal_sqlite_through_every_kind_of_write(pg_
     assert pair.pg._read("SELECT count(*) FROM memory_terms")[0][0] == len(before[2])
     pair.remember_many(_texts(20, 3))
     pair.check()
+    pair.close()
+
+
+def test_recall_scores_read_what_each_hit_holds_the_same_on_every_backend(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With fitted constants (the default model's, lent to the fake embedder here) a recalled memory scores the
+    hybrid map of its cosine and of what it holds of the query: SQLite exactly so, PostgreSQL and the fake alike."""
+    monkeypatch.setitem(scoring._FITTED, HashingEmbedder().model_id, scoring.DEFAULT)
+    pair = Pair(pg_dsn, tmp_path, fake=True)
+    pair.remember_many(_texts(150, 1))
+    pair.remember_many(_texts(40, 2), OTHER)
+    held_some = lacked_some = 0
+    for q in QUERIES:
+        lite = pair.lite.recall(q, SCOPE, limit=10)
+        seq_id = dict(pair.lite._read("SELECT seq, id FROM memories"))
+        cos = {seq_id[k]: c for k, c in pair.lite._semantic(q, SCOPE, {}, 10)[3]}
+        held = scoring.held_signals(q, pair.lite._idf(q), [h.memory.content for h in lite])
+        for h, (u, n) in zip(lite, held, strict=True):
+            assert h.score == scoring.semantic_score(cos[h.id], scoring.DEFAULT, u, n), q
+            held_some += u > 0
+            lacked_some += n
+        # every row of the scope (equal cosines at a cut may keep other rows): each scores alike everywhere
+        mine = {h.memory.id: h.score for h in pair.lite.recall(q, SCOPE, limit=500)}
+        assert len(mine) == 150
+        for other in (pair.pg, pair.fake):
+            got = {pair.to_lite[h.memory.id]: h.score for h in other.recall(q, SCOPE, limit=500)}
+            assert got == pytest.approx(mine, abs=1e-6), q
+    assert held_some and lacked_some  # the words were read: hits holding query words, hits lacking a name
     pair.close()
 
 
