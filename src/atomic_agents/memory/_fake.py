@@ -293,6 +293,11 @@ class InMemoryMemoryStore:
             for m in pool if m.id in coverage
         }  # fmt: skip
 
+    def _idfs(self, stems_: Iterable[str], every: list[Counter[str]] | None = None) -> dict[str, float]:
+        """``stem -> idf`` over every memory (forgotten and expired too, as FTS5 counts); ``every``: their counts."""
+        every = [self._counts(m.content) for m in self._mems.values()] if every is None else every
+        return {t: idf(len(every), sum(1 for c in every if c[t])) for t in stems_}
+
     def _bm25(
         self, query: str, pool: list[Memory]
     ) -> tuple[dict[str, float], dict[str, float], float, dict[str, float]]:
@@ -303,7 +308,7 @@ class InMemoryMemoryStore:
             return {}, {}, 0.0, {}
         every = [self._counts(m.content) for m in self._mems.values()]
         avg = sum(sum(c.values()) for c in every) / max(len(every), 1)
-        idfs = {t: idf(len(every), sum(1 for c in every if c[t])) for t in words}
+        idfs = self._idfs(words, every)
         per_word = {t: w * words[t] for t, w in idfs.items()}
         scores, matched = {}, {}
         for m in pool:
@@ -351,7 +356,7 @@ class InMemoryMemoryStore:
         cos = self._cosines(q, pool, sc)
         ranked = sorted(pool, key=lambda m: -cos.get(m.id, -2.0))[:lim]
         cal = calibration_for(self.embedder)
-        return semantic_hits(q, lambda: self._bm25(q, pool)[3], [(cos[m.id], m) for m in ranked if m.id in cos], cal)
+        return semantic_hits(q, lambda: self._idfs(dict.fromkeys(query_stems(q))), [(cos[m.id], m) for m in ranked if m.id in cos], cal)
 
     def recall(
         self, query: str, scope: Scope, limit: int = 5, filters: Mapping[str, Any] | None = None
