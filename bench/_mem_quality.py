@@ -81,7 +81,7 @@ def _load(split: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
 def pool_of(store: SQLiteMemoryStore, query: str, depth: int = POOL, scope: Scope = SCOPE) -> dict[int, dict[str, float]]:
     """``seq -> {cos, ev, rel, cov, lack, bm25, sem_rank, kw_rank}`` for the candidates ``search_hybrid`` looks at."""
     _, index, _, found = store._semantic(query, scope, {}, depth)
-    fq = scoring.fts_query(query)
+    fq = scoring.fts_query(query, forms=True)
     kw_rows = store._keyword_rows(fq, scope, depth, {}) if fq else []
     mass = sum(store._idf(query).values())
     cands: dict[int, dict[str, float]] = defaultdict(dict)
@@ -830,14 +830,14 @@ def latency(n: int, reps: int, tmp: Path) -> list[tuple[str, str, str, str]]:
 
     def raw(q: str) -> None:
         conn.execute("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? ORDER BY bm25(memories_fts) LIMIT 10",
-                     [scoring.fts_query(q)]).fetchall()  # fmt: skip
+                     [scoring.fts_query(q, forms=True)]).fetchall()  # fmt: skip
 
     def full_join(q: str) -> None:
         conn.execute(
             f"SELECT {cols}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
             " WHERE memories_fts MATCH ? AND m.agent_id = ? AND m.user_id = ? AND m.org_id = ? AND m.workspace_id = ?"
             " AND m.deleted_at = 0 AND (m.expires_at IS NULL OR m.expires_at > ?) ORDER BY bm25(memories_fts) LIMIT 10",
-            [scoring.fts_query(q), *scopes[1].key(), time.time()],
+            [scoring.fts_query(q, forms=True), *scopes[1].key(), time.time()],
         ).fetchall()
 
     def ours(q: str) -> None:
@@ -846,7 +846,7 @@ def latency(n: int, reps: int, tmp: Path) -> list[tuple[str, str, str, str]]:
     def or_pass(q: str) -> Matches:
         """The hybrid FTS5 pass before coverage: one OR query, bm25 only."""
         got = dict(conn.execute("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?",
-                                [scoring.fts_query(q)]).fetchall())  # fmt: skip
+                                [scoring.fts_query(q, forms=True)]).fetchall())  # fmt: skip
         return Matches(got, [], sum(store._idf(q).values()))
 
     real_matches = store._matches
@@ -874,7 +874,7 @@ def latency(n: int, reps: int, tmp: Path) -> list[tuple[str, str, str, str]]:
             f(q)
             times[name].append((time.perf_counter() - t0) * 1000)
     med = {k: statistics.median(v) for k, v in times.items()}
-    n_match = conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", [scoring.fts_query(queries[0])]).fetchone()[0]
+    n_match = conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", [scoring.fts_query(queries[0], forms=True)]).fetchone()[0]
     store.close()
     return [
         (f"keyword search p50 at {n:,} (ms; ~{n_match:,} matches/query)", f"{med['ours']:.1f}",

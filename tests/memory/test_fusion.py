@@ -81,7 +81,7 @@ def _full_join(store: SQLiteMemoryStore, query: str, scope: Scope, limit: int) -
     rows = store._read(
         f"SELECT {_COLS}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
         f" WHERE memories_fts MATCH ? AND {_SCOPE} AND {_LIVE} ORDER BY bm25(memories_fts), m.seq LIMIT ?",
-        [fts_query(query), *scope.key(), time.time(), limit],
+        [fts_query(query, forms=True), *scope.key(), time.time(), limit],
     )
     return [r[1] for r in rows]
 
@@ -145,7 +145,7 @@ def test_one_pass_matches_give_the_or_querys_bm25_and_the_held_share_of_idf(
     query = " ".join(f"w{i}" for i in words[:split]) + (" and what " if split else "") + " ".join(f"w{i}" for i in words[split:])
     found = store._matches(query)
     bm, coverage, mass = found.bm25, found.coverage([*found.bm25, -1]), found.mass
-    whole = dict(store._read("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?", [fts_query(query)]))
+    whole = dict(store._read("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?", [fts_query(query, forms=True)]))
     assert bm.keys() == whole.keys() == coverage.keys()
     assert bm == whole  # the same floats: per-word bm25s added in word order, as FTS5 adds them
     idfs = store._idf(query)

@@ -38,12 +38,14 @@ OTHER = Scope("reviewer", "bob", org_id="acme", workspace_id="acme/web")
 WORDS = (
     "deploy deploys deployed deploying billing cache caches rollback latency queue invoice invoices schema token"
     " alert alerts run running runs café naïve résumé the a of staging production outage"
+    " buy buys bought child children go goes went gone pay paid"  # forms Porter stems apart (_scoring.word_forms)
 ).split()
 QUERIES = (
     "deploy billing", "cache rollback latency", "invoice", "token alert schema queue", "run running runs",
     "deploying the staging cache", "cafe resume", "outage production outage", "what did the deploy do",
     "what was the cache rollback and when was the deploy billing",  # two questions: the score reads the best-held
     "What did the Billing cache do?",  # a name the question asks about: a hit lacking it scores lower
+    "When did the children buy the cache?", "paid deploy went", "bought buy invoice",  # a word in any of its forms
 )
 
 

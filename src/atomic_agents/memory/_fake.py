@@ -59,9 +59,12 @@ from ._scoring import (
     part_coverage,
     query_parts,
     keyword_evidence,
+    key_groups,
+    key_idfs,
+    key_stems,
     keyword_terms,
+    match_terms,
     query_names,
-    query_stems,
     semantic_query,
     stems,
     tokens,
@@ -243,20 +246,25 @@ class InMemoryMemoryStore:
     def _semantic_text(self, query: str, scope: Scope | None = None) -> str:
         """The text the query is embedded as (``_scoring.semantic_query``), over every stored memory's stems
         and, for a scope of at most ``SCOPE_DF_MAX_ROWS`` live memories, the scope's (as on SQLite)."""
-        by_word = stems(keyword_terms(query))
+        terms = keyword_terms(query)
+        by_word, own = key_stems(terms), stems(terms)
         if not by_word:
             return query
         every = [self._counts(m.content) for m in self._mems.values()]
-        held = {t: sum(1 for c in every if c[t]) for t in set(by_word.values())}
-        idfs = {t: idf(len(every), n) for t, n in held.items()}
+        groups = key_groups(query)
+        held = {st: sum(1 for c in every if c[st]) for ss in groups.values() for st in ss}
+        idfs = key_idfs(groups, {st: idf(len(every), n) for st, n in held.items()})
         scoped = None
         key = scope.key() if scope else None  # the scope's memories not forgotten (expired ones count)
         live = [self._counts(m.content) for m in self._mems.values() if m.scope_key() == key and m.deleted_at is None] if scope else []
         if UBIQUITOUS_MIN_ROWS <= len(live) <= SCOPE_DF_MAX_ROWS and len(live) < len(every):
             need = ubiquitous_at(len(live))
-            one = {t for w, t in by_word.items() if len(tokens([w])[0]) == 1 and need <= held[t] <= SCOPE_DF_MAX_HITS}
+            one = {
+                k: own[w] for w, k in by_word.items()
+                if len(tokens([w])[0]) == 1 and need <= max(held[st] for st in groups[k]) <= SCOPE_DF_MAX_HITS
+            }  # fmt: skip
             if one:
-                scoped = ({t: idf(len(live), sum(1 for c in live if c[t])) for t in one}, len(live))
+                scoped = ({k: idf(len(live), sum(1 for c in live if c[st])) for k, st in one.items()}, len(live))
         return semantic_query(query, idfs, len(every), scoped)
 
     def _evidence(self, query: str, pool: list[Memory]) -> dict[str, float]:
@@ -288,10 +296,21 @@ class InMemoryMemoryStore:
         parts = query_parts(query)
         if not parts:
             return dict(coverage)
+        groups = key_groups(query)
         return {
-            m.id: max(coverage[m.id], part_coverage({t for t in idfs if self._counts(m.content)[t]}, idfs, parts))
+            m.id: max(coverage[m.id], part_coverage(self._held(m, groups), idfs, parts))
             for m in pool if m.id in coverage
         }  # fmt: skip
+
+    def _held(self, m: Memory, groups: Mapping[str, Sequence[str]]) -> set[str]:
+        """The query's words (key stems, :func:`~._scoring.key_groups`) a memory holds in one of their forms."""
+        c = self._counts(m.content)
+        return {k for k, ss in groups.items() if any(c[st] for st in ss)}
+
+    def _key_idfs(self, query: str, every: list[Counter[str]] | None = None) -> dict[str, float]:
+        """``key stem -> idf`` of the query's words (the smallest over each one's forms, as SQLite's ``_idf``)."""
+        groups = key_groups(query)
+        return key_idfs(groups, self._idfs(dict.fromkeys(st for ss in groups.values() for st in ss), every))
 
     def _idfs(self, stems_: Iterable[str], every: list[Counter[str]] | None = None) -> dict[str, float]:
         """``stem -> idf`` over every memory (forgotten and expired too, as FTS5 counts); ``every``: their counts."""
@@ -301,21 +320,27 @@ class InMemoryMemoryStore:
     def _bm25(
         self, query: str, pool: list[Memory]
     ) -> tuple[dict[str, float], dict[str, float], float, dict[str, float]]:
-        """``(bm25, matched IDF, IDF mass, stem -> idf)`` of each memory in ``pool`` holding a query stem
-        (FTS5's bm25: a sum over the query's words, so a stem two words share counts twice)."""
-        words = Counter(query_stems(query))
+        """``(bm25, matched IDF, IDF mass, key stem -> idf)`` of each memory in ``pool`` holding a query stem
+        (FTS5's bm25: a sum over the query's words and their forms, :func:`~._scoring.match_terms`, so a
+        stem two words share counts twice; coverage counts each word once, in any of its forms)."""
+        terms = match_terms(query)
+        by = stems(terms)
+        words = Counter(by[t] for t in terms if t in by)  # every form a phrase of the OR, repeats kept
         if not words or not pool:
             return {}, {}, 0.0, {}
         every = [self._counts(m.content) for m in self._mems.values()]
         avg = sum(sum(c.values()) for c in every) / max(len(every), 1)
-        idfs = self._idfs(words, every)
-        per_word = {t: w * words[t] for t, w in idfs.items()}
+        own = self._idfs(words, every)
+        groups = key_groups(query)
+        idfs = key_idfs(groups, own)
+        per_word = {t: w * words[t] for t, w in own.items()}
         scores, matched = {}, {}
         for m in pool:
             c = self._counts(m.content)
             if any(c[t] for t in words):
                 scores[m.id] = bm25(c, sum(c.values()), avg, per_word)
-                matched[m.id] = sum(w for t, w in idfs.items() if c[t])
+                held = self._held(m, groups)
+                matched[m.id] = sum(w for k, w in idfs.items() if k in held)
         return scores, matched, sum(idfs.values()), idfs
 
     def _keyword(self, query: str, pool: list[Memory], limit: int) -> tuple[list[tuple[float, Memory]], dict[str, float]]:
@@ -356,7 +381,7 @@ class InMemoryMemoryStore:
         cos = self._cosines(q, pool, sc)
         ranked = sorted(pool, key=lambda m: -cos.get(m.id, -2.0))[:lim]
         cal = calibration_for(self.embedder)
-        return semantic_hits(q, lambda: self._idfs(dict.fromkeys(query_stems(q))), [(cos[m.id], m) for m in ranked if m.id in cos], cal)
+        return semantic_hits(q, lambda: self._key_idfs(q), [(cos[m.id], m) for m in ranked if m.id in cos], cal)
 
     def recall(
         self, query: str, scope: Scope, limit: int = 5, filters: Mapping[str, Any] | None = None
@@ -386,7 +411,8 @@ class InMemoryMemoryStore:
         pool_ev = {k: ev[m.id] for k, m in cands.items() if m.id in ev}
         pool_cov = {k: coverage[m.id] for k, m in cands.items() if m.id in coverage}
         names = query_names(q)  # a candidate lacking one scores lower (memory/_scoring.py)
-        lacking = {k for k, m in cands.items() if any(not self._counts(m.content)[t] for t in names)}
+        groups = key_groups(q)
+        lacking = {k for k, m in cands.items() if any(t not in self._held(m, groups) for t in names if t in groups)}
         cal = calibration_for(self.embedder)
         scov = self._score_coverage(q, [cands[k] for k in pool_cov], {m.id: coverage[m.id] for k, m in cands.items() if m.id in coverage}, idfs)
         pool_scov = {k: scov[m.id] for k, m in cands.items() if m.id in scov}

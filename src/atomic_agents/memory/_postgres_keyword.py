@@ -35,9 +35,12 @@ from ._scoring import (
     part_coverage,
     query_parts,
     keyword_evidence,
+    key_groups,
+    key_idfs,
+    key_stems,
     keyword_terms,
+    match_terms,
     query_names,
-    query_stems,
     semantic_query,
     stems,
     tokens,
@@ -109,12 +112,14 @@ class PostgresKeyword:
         return stats
 
     def _query_idf(self, query: str) -> tuple[dict[str, float], KeywordStats | None]:
-        """``stem -> idf`` for the query's content words, and the statistics they came from."""
-        distinct = list(dict.fromkeys(query_stems(query)))
+        """``key stem -> idf`` for the query's content words (:func:`~._scoring.key_groups`), and the
+        statistics they came from (every form's stem is read: BM25 weighs each form by its own)."""
+        groups = key_groups(query)
+        distinct = list(dict.fromkeys(t for ts in groups.values() for t in ts))
         if not distinct:
             return {}, None
         st = self._stats([stem_key(t) for t in distinct])
-        return {t: idf(st.rows, st.hits.get(stem_key(t), 0)) for t in distinct}, st
+        return key_idfs(groups, {t: idf(st.rows, st.hits.get(stem_key(t), 0)) for t in distinct}), st
 
     def _idf(self, query: str) -> dict[str, float]:
         """``stem -> idf`` for the query's content words: N and each stem's rows from the kept counters."""
@@ -142,16 +147,17 @@ class PostgresKeyword:
             return None
         need = ubiquitous_at(n_scope)
         out: dict[str, float] = {}
-        for word, stem in stems(keyword_terms(query)).items():
+        own, groups = stems(keyword_terms(query)), key_groups(query)
+        for word, stem in key_stems(keyword_terms(query)).items():
             if stem in out or len(tokens([word])[0]) != 1:
                 continue
-            held = st.hits.get(stem_key(stem), 0)
+            held = max(st.hits.get(stem_key(t), 0) for t in groups.get(stem, [own[word]]))  # its commonest form
             if held < need or held > SCOPE_DF_MAX_HITS:
                 continue
-            hits = self._read(
+            hits = self._read(  # the word's own form, as SQLite's MATCH of the word counts it
                 f"SELECT count(*) FROM memory_docs d JOIN memories m ON m.seq = d.seq"
                 f" WHERE d.terms @> ARRAY[%s]::text[] AND {_SCOPE} AND m.deleted_at = 0",
-                [stem_key(stem), *scope.key()],
+                [stem_key(own[word]), *scope.key()],
             )[0][0]
             out[stem] = idf(n_scope, int(hits))
         return (out, n_scope) if out else None
@@ -161,11 +167,12 @@ class PostgresKeyword:
         memo: dict[Any, _Plan | None] | None = getattr(_held, "plans", None)
         if memo is not None and (id(self), query) in memo:
             return memo[(id(self), query)]
-        words = keyword_terms(query)
-        toks = [t for t in tokens(words) if t]
+        words = match_terms(query)
+        worded = [(w, ts) for w, ts in zip(words, tokens(words), strict=True) if ts]
+        toks = [ts for _, ts in worded]
         if not toks:
             return None
-        idfs, st = self._query_idf(query)  # the first stems' IDF: the mass, the coverage weights
+        idfs, st = self._query_idf(query)  # each word's IDF (the smallest of its forms'): the mass, the coverage weights
         assert st is not None
         phrases = [tuple(stem_key(t) for t in ts) for ts in toks]
         rows: dict[tuple[str, ...], dict[int, int]] = {}
@@ -176,17 +183,13 @@ class PostgresKeyword:
             idf(st.rows, len(rows[ph]) if len(ph) > 1 else st.hits.get(ph[0], 0)) for ph in phrases
         ]  # FTS5: a phrase's IDF counts the rows holding the phrase
         named = query_names(query)
-        seen: set[str] = set()
-        cover: list[tuple[int, float]] = []
-        cover_stems: list[str] = []
-        names: list[int] = []
-        for i, ts in enumerate(toks):
-            if ts[0] not in seen:  # a stem's IDF counts once, on its first word (as SQLite's coverage)
-                seen.add(ts[0])
-                cover.append((i, idfs[ts[0]]))
-                cover_stems.append(ts[0])
-                if ts[0] in named:
-                    names.append(i)
+        keys = key_stems(words)
+        at: dict[str, list[int]] = {}  # key stem -> the phrases of its forms
+        for i, (w, _) in enumerate(worded):
+            at.setdefault(keys[w], []).append(i)  # a word's IDF counts once, held in any form (as SQLite's coverage)
+        cover = [(tuple(ix), idfs[k]) for k, ix in at.items()]
+        cover_stems = list(at)
+        names = [tuple(ix) for k, ix in at.items() if k in named]
         plan = _Plan(phrases, weights, rows, st.avg_length, sum(idfs.values()), cover, names, cover_stems, query_parts(query))
         if memo is not None:
             memo[(id(self), query)] = plan
@@ -274,13 +277,13 @@ class PostgresKeyword:
         for k in seqs:
             r = got.get(k)
             fs = r[2:] if r is not None else [0.0] * len(plan.phrases)
-            if any(fs[i] == 0 for i in plan.names):
+            if any(not any(fs[i] for i in ix) for ix in plan.names):
                 lacking.add(k)
             if r is not None and any(fs):
                 scores[k] = float(r[1])
-                matched[k] = sum(w for i, w in plan.cover if fs[i])
+                matched[k] = sum(w for ix, w in plan.cover if any(fs[i] for i in ix))
                 if plan.parts:
-                    held = {st for st, (i, _) in zip(plan.cover_stems, plan.cover, strict=True) if fs[i]}
+                    held = {st for st, (ix, _) in zip(plan.cover_stems, plan.cover, strict=True) if any(fs[i] for i in ix)}
                     parts[k] = part_coverage(held, idfs, plan.parts)
         return scores, matched, lacking, plan.mass, parts
 
@@ -355,7 +358,7 @@ class _Plan:
 
     def __init__(
         self, phrases: list[tuple[str, ...]], weights: list[float], rows: dict[tuple[str, ...], dict[int, int]],
-        avg: float, mass: float, cover: list[tuple[int, float]], names: list[int], cover_stems: list[str],
+        avg: float, mass: float, cover: list[tuple[tuple[int, ...], float]], names: list[tuple[int, ...]], cover_stems: list[str],
         parts: list[frozenset[str]],
     ) -> None:
         self.phrases, self.weights, self.rows, self.avg = phrases, weights, rows, avg

@@ -103,6 +103,7 @@ import math
 import re
 import sqlite3
 import threading
+from pathlib import Path
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -120,6 +121,7 @@ __all__ = [
     "bm25",
     "calibration_for",
     "fts_query",
+    "form_stems",
     "fuse_pool",
     "held_signals",
     "hybrid_rank",
@@ -127,18 +129,24 @@ __all__ = [
     "idf",
     "keyword_coverage",
     "keyword_evidence",
+    "key_groups",
+    "key_idfs",
     "keyword_score",
+    "key_stems",
     "keyword_terms",
+    "match_terms",
     "name_words",
     "part_coverage",
     "query_names",
     "query_parts",
     "query_stems",
+    "quoted",
     "semantic_query",
     "semantic_score",
     "stems",
     "tokens",
     "ubiquitous_at",
+    "word_forms",
 ]
 
 _MAX_TERMS = 32
@@ -198,21 +206,134 @@ def name_words(query: str) -> frozenset[str]:
 
 
 def query_names(query: str) -> frozenset[str]:
-    """The stems (as the index stores them) of :func:`name_words`."""
+    """The key stems (:func:`key_stems`) of :func:`name_words`."""
     words = name_words(query)
-    return frozenset(stems(sorted(words)).values()) if words else frozenset()
+    return frozenset(key_stems(sorted(words)).values()) if words else frozenset()
 
 
-def fts_query(query: str) -> str | None:
+def fts_query(query: str, forms: bool = False) -> str | None:
     """An FTS5 MATCH string that matches any of the query's words (``None`` if it has none).
 
     Each word is double-quoted, so FTS5 operators in user text (``AND``, ``-``,
-    ``*``, ``NEAR``) are taken literally.
+    ``*``, ``NEAR``) are taken literally. ``forms``: each word's other forms too
+    (:func:`match_terms`; searches do, ``prune`` does not).
     """
-    terms = keyword_terms(query)
+    terms = match_terms(query) if forms else keyword_terms(query)
     if not terms:
         return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    return " OR ".join(quoted(t) for t in terms)
+
+
+def quoted(word: str) -> str:
+    """``word`` as an FTS5 string (its operators taken literally)."""
+    return '"' + word.replace('"', '""') + '"'
+
+
+# -- word forms Porter stemming does not join ----------------------------------------------------
+
+_FORMS_PATH = Path(__file__).with_name("data") / "inflections.txt"
+_forms_lock = threading.Lock()
+#: ``stem -> (its word's key stem, (stem, word) of each of that word's stems)``; read at first use
+#: (the file holds each form's stem, so no tokenizer pass; a test checks them against the tokenizer).
+_FORMS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] | None = None
+
+
+def _forms() -> dict[str, tuple[str, tuple[tuple[str, str], ...]]]:
+    global _FORMS
+    if _FORMS is None:
+        with _forms_lock:
+            if _FORMS is None:
+                lines = _FORMS_PATH.read_text(encoding="utf-8").splitlines()
+                table: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {}
+                for ln in lines:
+                    if ln.strip() and not ln.startswith("#"):
+                        members: dict[str, str] = {}
+                        for item in ln.split():
+                            w, _, st = item.partition("/")
+                            if st and st not in table:
+                                members.setdefault(st, w)
+                        if len(members) > 1:
+                            entry = (next(iter(members)), tuple(members.items()))
+                            table.update(dict.fromkeys(members, entry))
+                _FORMS = table
+    return _FORMS
+
+
+def word_forms(word: str) -> list[str]:
+    """A word's other forms that the index stems apart, one word per stem (``[]``: none).
+
+    SQLite's ``porter`` tokenizer joins ``walks walked walking``, but not ``buy``/``bought``,
+    ``go``/``went``, ``child``/``children``, ``pay``/``paid`` or ``cry``/``cried``: "When did Maya
+    buy the bike?" shares no stem with "Maya bought a bike". The forms are the English
+    inflections of ``memory/data/inflections.txt`` (``bench/_inflections_build.py``).
+
+    >>> word_forms("buy"), word_forms("buying"), word_forms("went"), word_forms("zanzibar")
+    (['bought'], ['bought'], ['go', 'goes', 'gone'], [])
+    """
+    st = stems([word]).get(word)
+    entry = _forms().get(st) if st else None
+    return [w for s, w in entry[1] if s != st] if entry else []
+
+
+def key_stems(words: Iterable[str]) -> dict[str, str]:
+    """``word -> stem`` as :func:`stems`, a form's stem replaced by its word's first (``bought`` -> ``buy``).
+
+    Coverage, the IDF mass and the names count a word once whichever of its forms the query or
+    the memory uses: these are the keys they are counted by.
+    """
+    table = _forms()
+    return {w: table[st][0] if st in table else st for w, st in stems(words).items()}
+
+
+def form_stems(key: str) -> list[str]:
+    """Every stem of the word whose key stem is ``key`` (``[key]`` for a word with one stem)."""
+    entry = _forms().get(key)
+    return [s for s, _ in entry[1]] if entry else [key]
+
+
+def match_terms(query: str) -> list[str]:
+    """The words a keyword search matches: :func:`keyword_terms`, then each one's other forms.
+
+    A name the query asks about (:func:`name_words`) keeps its own form (``Rose`` is not ``rise``).
+    Each form is matched as a word of its own, so a memory's BM25 is FTS5's for the ``OR`` of all
+    of them; coverage counts a word once (:func:`key_stems`).
+
+    >>> match_terms("When did Maya buy the new bike?")
+    ['maya', 'buy', 'new', 'bike', 'bought', 'newer', 'newest']
+    """
+    terms = keyword_terms(query)
+    names = name_words(query)
+    out = dict.fromkeys(terms)
+    for w in terms:
+        if w not in names:
+            out.update(dict.fromkeys(word_forms(w)))
+    return list(out)
+
+
+def key_groups(query: str) -> dict[str, list[str]]:
+    """``key stem -> the stems matched for it`` (:func:`match_terms`, :func:`key_stems`), in query order.
+
+    A word's IDF is the largest of its matched forms' (the smallest IDF: the form most memories
+    use), so a question in the present tense weighs a word the memories hold in the past as
+    they hold it. Every backend derives its weights from this.
+
+    >>> key_groups("When did Maya buy it?")
+    {'maya': ['maya'], 'bui': ['bui', 'bought']}
+    """
+    terms = match_terms(query)
+    by, keys = stems(terms), key_stems(terms)
+    out: dict[str, list[str]] = {}
+    for t in terms:
+        if t in by:
+            group = out.setdefault(keys[t], [])
+            if by[t] not in group:
+                group.append(by[t])
+    return out
+
+
+def key_idfs(groups: Mapping[str, Sequence[str]], idf_of: Mapping[str, float]) -> dict[str, float]:
+    """``key -> idf``: the smallest IDF among each key's stems (``idf_of``: stem -> idf)."""
+    return {k: min(idf_of[st] for st in ss) for k, ss in groups.items()}
 
 
 # -- tokens exactly as SQLite's FTS5 index sees them ----------------------------------------
@@ -323,7 +444,7 @@ def semantic_query(
     >>> semantic_query("When did Caroline go hiking?", {"carolin": 2.3, "hike": 4.1}, 4000, ({"carolin": 1e-6}, 400))
     'When did go hiking?'
     """
-    by_word = stems(keyword_terms(query))
+    by_word = key_stems(keyword_terms(query))
     common: set[str] = set()
     for table, n in ((idfs, n_rows), scoped or ({}, 0)):
         if n >= UBIQUITOUS_MIN_ROWS and table:
@@ -548,23 +669,23 @@ def held_signals(query: str, idfs: Mapping[str, float], texts: Sequence[str]) ->
     >>> held_signals("Where is Maya's bike?", {"maya": 2.0, "bike": 2.0}, ["Maya sold the bike", "the bike shop"])
     [(1.0, False), (0.5, True)]
     """
-    terms = keyword_terms(query)
-    by_word = stems(terms)
+    terms = match_terms(query)
+    by_word = key_stems(terms)
     named = {by_word[w] for w in name_words(query) if w in by_word}
-    first: dict[str, str] = {}  # stem -> its first word
+    forms: dict[str, list[str]] = {}  # key -> the words and forms standing for it
     for w in terms:
         if w in by_word:
-            first.setdefault(by_word[w], w)
+            forms.setdefault(by_word[w], []).append(w)
     held: list[set[str]] = [set() for _ in texts]
-    if texts and first:
+    if texts and forms:
         with _tok_lock:
             c = _tokenizer()
             c.execute("BEGIN")
             try:
                 c.executemany("INSERT INTO t (rowid, x) VALUES (?, ?)", [(i + 1, t) for i, t in enumerate(texts)])
-                for st, w in first.items():
-                    for (row,) in c.execute("SELECT rowid FROM t WHERE t MATCH ?", ['"' + w.replace('"', '""') + '"']):
-                        held[row - 1].add(st)
+                for key, words in forms.items():
+                    for (row,) in c.execute("SELECT rowid FROM t WHERE t MATCH ?", [" OR ".join(map(quoted, words))]):
+                        held[row - 1].add(key)
             finally:
                 c.execute("ROLLBACK")
     parts = query_parts(query, by_word)

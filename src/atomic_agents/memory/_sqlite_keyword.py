@@ -28,7 +28,12 @@ from ._scoring import (
     idf,
     keyword_coverage,
     keyword_evidence,
+    key_groups,
+    key_idfs,
+    key_stems,
     keyword_terms,
+    match_terms,
+    quoted,
     name_words,
     query_parts,
     semantic_query,
@@ -110,7 +115,8 @@ class SQLiteKeyword:
         def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
     def _idf(self, query: str) -> dict[str, float]:
-        """``stem -> idf`` for the query's content words, from the FTS index's own counts."""
+        """``key stem -> idf`` for the query's content words (:func:`~._scoring.key_groups`: a word's
+        smallest over its forms), from the FTS index's own counts."""
         with self._lock:
             key = (int(self._read("PRAGMA data_version")[0][0]), self._writes)
             if self._idf_memo is not None and self._idf_memo[:2] == (key, query):
@@ -121,10 +127,12 @@ class SQLiteKeyword:
             if not self._vocab:
                 self._read("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab USING fts5vocab(main, memories_fts, row)")
                 self._vocab = True
-        out: dict[str, float] = {}
-        for stem in dict.fromkeys(stems(keyword_terms(query)).values()):
+        groups = key_groups(query)
+        own: dict[str, float] = {}
+        for stem in dict.fromkeys(st for ss in groups.values() for st in ss):
             row = self._read("SELECT doc FROM temp.memories_fts_vocab WHERE term = ?", [stem])
-            out[stem] = idf(n_rows, int(row[0][0]) if row else 0)
+            own[stem] = idf(n_rows, int(row[0][0]) if row else 0)
+        out = key_idfs(groups, own)
         with self._lock:
             self._idf_memo = (key, query, out)
         return out
@@ -157,7 +165,7 @@ class SQLiteKeyword:
                 self._scope_hits = (key, {})
             memo = self._scope_hits[1]
         out: dict[str, float] = {}
-        for word, stem in stems(keyword_terms(query)).items():
+        for word, stem in key_stems(keyword_terms(query)).items():
             if stem in out or len(tokens([word])[0]) != 1:
                 continue
             held = n_rows / (1.0 + math.exp(idfs.get(stem, 0.0)))  # store-wide rows, near enough for the bounds
@@ -180,10 +188,10 @@ class SQLiteKeyword:
         query reads it, and FTS5's bm25 is a sum over the query's phrases, so the per-word
         bm25s, added in word order, are the ``OR`` query's (the same floats).
         """
-        terms = keyword_terms(query)
+        terms = match_terms(query)
         if not terms:
             return Matches({}, [], 0.0)
-        by_stem = stems(terms)
+        by_stem = key_stems(terms)
         idfs = self._idf(query)
         named = {by_stem[w] for w in name_words(query) if w in by_stem}
         seen: list[str] = []
@@ -191,20 +199,22 @@ class SQLiteKeyword:
         names: list[dict[int, float]] = []
         bm: dict[int, float] = {}
         for t in terms:
-            rows = dict(self._read(
-                "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?", ['"' + t.replace('"', '""') + '"']
-            ))  # fmt: skip
+            rows = dict(self._read("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?", [quoted(t)]))
             if not bm:
                 bm = dict(rows)
             else:
                 for k, b in rows.items():
                     bm[k] = bm.get(k, 0.0) + b
             st = by_stem.get(t)
-            if st is not None and st not in seen:  # a stem's IDF counts once, on its first word
+            if st is None:
+                continue
+            if st not in seen:  # a word's IDF counts once, on its first form
                 seen.append(st)
                 words.append((idfs.get(st, 0.0), rows))
                 if st in named:
                     names.append(rows)
+            else:  # another form of the word: its rows hold it too
+                words[seen.index(st)][1].update(rows)
         return Matches(bm, words, sum(idfs.values()), names, seen, query_parts(query, by_stem))
 
     def _keyword_rows(
@@ -260,7 +270,7 @@ class SQLiteKeyword:
         matches: Mapping[int, float] | None, cols: str,
     ) -> tuple[list[Any], float]:
         """The best keyword rows (``cols`` + bm25) and the query's IDF mass."""
-        fq = fts_query(query)
+        fq = fts_query(query, forms=True)
         if fq is None:
             return [], 0.0
         try:
