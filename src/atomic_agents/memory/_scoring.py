@@ -20,6 +20,10 @@ Signals:
   ``sum(idf(t) for t in the memory) / sum(idf(t))`` over the query's distinct content
   stems, however often each occurs. BM25 saturates per word, so a memory repeating one
   rare query word can out-score one holding every word; coverage tells them apart.
+- **word forms**: a query word is matched in each of its forms the stemmer keeps apart
+  (``buy``/``bought``, :func:`match_terms`), each form one more word of FTS5's ``OR`` (BM25
+  weighs it by its own row count); coverage and the mass count the word once, held in any
+  form, at its commonest form's IDF (:func:`key_groups`). Stems below are these key stems.
 
 Scores (``sigma`` is the logistic function; constants in :data:`DEFAULT`, fitted on
 the labelled set's dev split by ``bench/_mem_quality.py --fit``):
@@ -659,9 +663,9 @@ def held_signals(query: str, idfs: Mapping[str, float], texts: Sequence[str]) ->
     """``(coverage the score reads, lacks a name)`` of each text, matched as the index matches it.
 
     What SQLite's per-word FTS5 pass gives the hybrid for its candidates (``Matches``), for a few
-    rows already found: each distinct stem of the query (:func:`keyword_terms`, :func:`stems`) is
-    held where FTS5 matches its first word, quoted (a ``user_id`` as the phrase ``user id``), in the
-    text, and weighs its IDF (``idfs``, the backend's, keyed by stem). The coverage is
+    rows already found: each distinct word of the query (:func:`key_stems` of :func:`match_terms`) is
+    held where FTS5 matches one of its words or forms, quoted (a ``user_id`` as the phrase ``user id``),
+    in the text, and weighs its IDF (``idfs``, the backend's, keyed by key stem). The coverage is
     :func:`keyword_coverage`, or for a query asking two things the larger of that and
     :func:`part_coverage`; a text lacks a name when one of :func:`query_names` is not held.
     The texts go through the tokenizer's own FTS5 table (one insert, one ``MATCH`` per stem).
