@@ -32,6 +32,7 @@ probability that the top-1 hit is right (an irrelevant query's top-1 never is).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import random
 import re
@@ -40,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -805,6 +806,42 @@ def held_latency(store: SQLiteMemoryStore, queries: list[str], reps: int) -> lis
     return out
 
 
+@contextlib.contextmanager
+def no_word_forms(*stores: SQLiteMemoryStore) -> Iterator[None]:
+    """Searches as before word forms: each query word matched in its own form only (an empty forms table)."""
+    real = scoring._forms()
+    scoring._FORMS = {}
+    for st in stores:
+        st._idf_memo = None
+    try:
+        yield
+    finally:
+        scoring._FORMS = real
+        for st in stores:
+            st._idf_memo = None
+
+
+def forms_latency(store: SQLiteMemoryStore, queries: list[str], reps: int) -> list[tuple[str, str, str, str]]:
+    """``search`` and ``search_hybrid`` on the queries with a word in another form, against the same calls
+    matching each word in its own form only (:func:`no_word_forms`), interleaved."""
+    some = [q for q in queries if len(scoring.match_terms(q)) > len(scoring.keyword_terms(q))]
+    out = []
+    for name, call in (("search", store.search), ("search_hybrid", store.search_hybrid)):
+        times: dict[str, list[float]] = {"with": [], "without": []}
+        for i in range(reps):
+            q = some[i % len(some)]
+            for key in times:
+                with contextlib.nullcontext() if key == "with" else no_word_forms(store):
+                    store._idf_memo = None
+                    t0 = time.perf_counter()
+                    call(q, SCOPE, limit=10)
+                    times[key].append((time.perf_counter() - t0) * 1000)
+        on, off = statistics.median(times["with"]), statistics.median(times["without"])
+        out.append((f"{name} p50 per query, limit 10 (ms; the {len(some)} of {len(queries)} queries with a word in other forms)",
+                    f"{on:.2f}", f"{off:.2f} matching each word in its own form ({on - off:+.2f} ms)", "about as fast"))  # fmt: skip
+    return out
+
+
 # -- keyword rank-first latency -------------------------------------------------------------
 
 
@@ -957,6 +994,11 @@ def run(argv: Sequence[str] | None = None) -> None:
             f"convex blend, alpha={dev_alpha:.2f} (baseline)": make_blend(dev_alpha),
         }
         results = {name: metrics([f(p, cal) for p in pools], wants, kinds, sources) for name, f in rankers.items()}
+        with no_word_forms(store):  # the pools as they were before word forms (buy/bought apart)
+            plain = [pool_of(store, q["query"]) for q in queries]
+        for name, f in (("keyword before word forms (each word in its own form)", rank_keyword),
+                        ("hybrid before word forms (each word in its own form)", rank_hybrid)):  # fmt: skip
+            results[name] = metrics([f(p, cal) for p in plain], wants, kinds, sources)
         results["hybrid + rerank (opt-in, top 20 re-read)"] = metrics(rerank_lists, wants, kinds, sources)
         results["hybrid + rerank of the top-1 only (score, same order)"] = metrics(
             [rank_rerank(emb, q["query"], p, cal, text_of, rcal, 1) for q, p in zip(queries, pools, strict=True)], wants, kinds, sources)  # fmt: skip
@@ -993,6 +1035,11 @@ def run(argv: Sequence[str] | None = None) -> None:
             print(f"| {name} | " + " | ".join(f"{m['sources'].get(k, 0.0):.3f}" for k in src_names) + " |")
         if lc.queries:
             lc_results = {name: metrics([f(p, cal) for p in lc.pools], lc.wants, lc.kinds) for name, f in rankers.items()}
+            with no_word_forms(*lc.stores):
+                lc_plain = [pool_of(lc.stores[n], q, scope=_mem_longconv.SCOPE) for q, n in zip(lc.queries, lc.store_of, strict=True)]
+            for name, f in (("keyword before word forms (each word in its own form)", rank_keyword),
+                            ("hybrid before word forms (each word in its own form)", rank_hybrid)):  # fmt: skip
+                lc_results[name] = metrics([f(p, cal) for p in lc_plain], lc.wants, lc.kinds)
             lc_results["hybrid + rerank (opt-in, top 20 re-read)"] = metrics(
                 [rank_rerank(emb, q, p, cal, t, rcal) for q, p, t in zip(lc.queries, lc.pools, lc.texts, strict=True)], lc.wants, lc.kinds)  # fmt: skip
             print(f"\n## long conversations (bench/data/longconv): one store per conversation, {lc.turns} turns, "
@@ -1038,6 +1085,8 @@ def run(argv: Sequence[str] | None = None) -> None:
         print("| " + " | ".join(name_signal_latency(store, [q["query"] for q in queries], 4 * len(queries))) + " |", flush=True)
         print("| " + " | ".join(parts_latency(store, [q["query"] for q in queries], 4 * len(queries))) + " |", flush=True)
         for row in held_latency(store, [q["query"] for q in queries], 2 * len(queries)):
+            print("| " + " | ".join(row) + " |", flush=True)
+        for row in forms_latency(store, [q["query"] for q in queries], 2 * len(queries)):
             print("| " + " | ".join(row) + " |", flush=True)
         timed = [(store, SCOPE, [q["query"] for q in queries])]
         if lc.stores:
