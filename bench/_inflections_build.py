@@ -8,7 +8,7 @@ but not irregular ones (``buy``/``bought``, ``go``/``went``, ``child``/``childre
 regular ones its rules cut differently (``pay``/``paid``: ``pai``/``paid``; ``cry``/``cried``;
 ``add``/``adding``: ``add``/``ad``). A question asks "When did Maya buy the bike?", the memory
 says "Maya bought a bike": no shared stem. Keyword search reads each line of the file as one
-word (:func:`atomic_agents.memory._scoring.word_forms`).
+word (:func:`atomic_agents.memory._words.word_forms`).
 
 The forms come from LemmInflect's lexicon (``lemma_lu.csv.gz``: English form -> lemma by part
 of speech, derived from the NIH SPECIALIST Lexicon; MIT licence, see the file's header). A pair

@@ -57,6 +57,7 @@ from atomic_agents.memory import (
     default_embedder,
 )
 from atomic_agents.memory import _scoring as scoring
+from atomic_agents.memory import _words
 from atomic_agents.memory._sqlite_keyword import Matches
 
 import _mem_longconv  # bench/_mem_longconv.py: the second labelled set, one store per conversation
@@ -809,14 +810,14 @@ def held_latency(store: SQLiteMemoryStore, queries: list[str], reps: int) -> lis
 @contextlib.contextmanager
 def no_word_forms(*stores: SQLiteMemoryStore) -> Iterator[None]:
     """Searches as before word forms: each query word matched in its own form only (an empty forms table)."""
-    real = scoring._forms()
-    scoring._FORMS = {}
+    real = _words._forms()
+    _words._FORMS = {}
     for st in stores:
         st._idf_memo = None
     try:
         yield
     finally:
-        scoring._FORMS = real
+        _words._FORMS = real
         for st in stores:
             st._idf_memo = None
 

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["__init__", "_embed", "_fake", "_models", "_rerank", "_scoring", "_secrets", "_vectors"]
+MODULES = ["__init__", "_embed", "_fake", "_models", "_rerank", "_scoring", "_secrets", "_vectors", "_words"]
 
 
 @pytest.mark.parametrize("name", MODULES)

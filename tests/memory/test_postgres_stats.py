@@ -38,7 +38,7 @@ OTHER = Scope("reviewer", "bob", org_id="acme", workspace_id="acme/web")
 WORDS = (
     "deploy deploys deployed deploying billing cache caches rollback latency queue invoice invoices schema token"
     " alert alerts run running runs café naïve résumé the a of staging production outage"
-    " buy buys bought child children go goes went gone pay paid"  # forms Porter stems apart (_scoring.word_forms)
+    " buy buys bought child children go goes went gone pay paid"  # forms Porter stems apart (_words.word_forms)
 ).split()
 QUERIES = (
     "deploy billing", "cache rollback latency", "invoice", "token alert schema queue", "run running runs",

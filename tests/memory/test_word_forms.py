@@ -13,6 +13,7 @@ import pytest
 
 from atomic_agents.memory import HashingEmbedder, InMemoryMemoryStore, Scope, SQLiteMemoryStore
 from atomic_agents.memory import _scoring as scoring
+from atomic_agents.memory import _words
 from atomic_agents.memory._scoring import fts_query, key_groups, key_stems, match_terms, tokens, word_forms
 
 SCOPE = Scope("builder", "alice")
@@ -20,7 +21,7 @@ SCOPE = Scope("builder", "alice")
 
 def test_every_stem_in_the_forms_file_is_the_tokenizers() -> None:
     """The file carries each form's stem (no tokenizer pass at load): they must be what the index stores."""
-    items = [it.split("/") for ln in scoring._FORMS_PATH.read_text(encoding="utf-8").splitlines()
+    items = [it.split("/") for ln in _words._FORMS_PATH.read_text(encoding="utf-8").splitlines()
              if ln and not ln.startswith("#") for it in ln.split()]  # fmt: skip
     assert len(items) > 4000
     assert [st for _, st in items] == [ts[0] if ts else "" for ts in tokens([w for w, _ in items])]
@@ -28,7 +29,7 @@ def test_every_stem_in_the_forms_file_is_the_tokenizers() -> None:
 
 def test_each_line_is_one_word_and_no_stem_is_in_two() -> None:
     seen: dict[str, int] = {}
-    for n, ln in enumerate(scoring._FORMS_PATH.read_text(encoding="utf-8").splitlines()):
+    for n, ln in enumerate(_words._FORMS_PATH.read_text(encoding="utf-8").splitlines()):
         if ln and not ln.startswith("#"):
             stems_ = [it.split("/")[1] for it in ln.split()]
             assert len(stems_) > 1 and len(set(stems_)) == len(stems_), ln

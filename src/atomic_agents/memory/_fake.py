@@ -303,7 +303,7 @@ class InMemoryMemoryStore:
         }  # fmt: skip
 
     def _held(self, m: Memory, groups: Mapping[str, Sequence[str]]) -> set[str]:
-        """The query's words (key stems, :func:`~._scoring.key_groups`) a memory holds in one of their forms."""
+        """The query's words (key stems, :func:`~._words.key_groups`) a memory holds in one of their forms."""
         c = self._counts(m.content)
         return {k for k, ss in groups.items() if any(c[st] for st in ss)}
 
@@ -321,7 +321,7 @@ class InMemoryMemoryStore:
         self, query: str, pool: list[Memory]
     ) -> tuple[dict[str, float], dict[str, float], float, dict[str, float]]:
         """``(bm25, matched IDF, IDF mass, key stem -> idf)`` of each memory in ``pool`` holding a query stem
-        (FTS5's bm25: a sum over the query's words and their forms, :func:`~._scoring.match_terms`, so a
+        (FTS5's bm25: a sum over the query's words and their forms, :func:`~._words.match_terms`, so a
         stem two words share counts twice; coverage counts each word once, in any of its forms)."""
         terms = match_terms(query)
         by = stems(terms)

@@ -112,7 +112,7 @@ class PostgresKeyword:
         return stats
 
     def _query_idf(self, query: str) -> tuple[dict[str, float], KeywordStats | None]:
-        """``key stem -> idf`` for the query's content words (:func:`~._scoring.key_groups`), and the
+        """``key stem -> idf`` for the query's content words (:func:`~._words.key_groups`), and the
         statistics they came from (every form's stem is read: BM25 weighs each form by its own)."""
         groups = key_groups(query)
         distinct = list(dict.fromkeys(t for ts in groups.values() for t in ts))

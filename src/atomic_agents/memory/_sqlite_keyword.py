@@ -115,7 +115,7 @@ class SQLiteKeyword:
         def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
     def _idf(self, query: str) -> dict[str, float]:
-        """``key stem -> idf`` for the query's content words (:func:`~._scoring.key_groups`: a word's
+        """``key stem -> idf`` for the query's content words (:func:`~._words.key_groups`: a word's
         smallest over its forms), from the FTS index's own counts."""
         with self._lock:
             key = (int(self._read("PRAGMA data_version")[0][0]), self._writes)
