@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 __all__ = [
-    "form_stems",
     "fts_query",
     "key_groups",
     "key_idfs",
@@ -160,12 +159,6 @@ def key_stems(words: Iterable[str]) -> dict[str, str]:
     """
     table = _forms()
     return {w: table[st][0] if st in table else st for w, st in stems(words).items()}
-
-
-def form_stems(key: str) -> list[str]:
-    """Every stem of the word whose key stem is ``key`` (``[key]`` for a word with one stem)."""
-    entry = _forms().get(key)
-    return [s for s, _ in entry[1]] if entry else [key]
 
 
 def match_terms(query: str) -> list[str]:
