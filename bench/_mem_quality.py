@@ -810,14 +810,14 @@ def held_latency(store: SQLiteMemoryStore, queries: list[str], reps: int) -> lis
 @contextlib.contextmanager
 def no_word_forms(*stores: SQLiteMemoryStore) -> Iterator[None]:
     """Searches as before word forms: each query word matched in its own form only (an empty forms table)."""
-    real = _words._forms()
-    _words._FORMS = {}
+    real = _words._entry
+    _words._entry = lambda _stem: None  # type: ignore[assignment]
     for st in stores:
         st._idf_memo = None
     try:
         yield
     finally:
-        _words._FORMS = real
+        _words._entry = real  # type: ignore[assignment]
         for st in stores:
             st._idf_memo = None
 

@@ -109,30 +109,43 @@ def quoted(word: str) -> str:
 
 _FORMS_PATH = Path(__file__).with_name("data") / "inflections.txt"
 _forms_lock = threading.Lock()
-#: ``stem -> (its word's key stem, (stem, word) of each of that word's stems)``; read at first use
-#: (the file holds each form's stem, so no tokenizer pass; a test checks them against the tokenizer).
-_FORMS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] | None = None
+_FORMS_TEXT: str | None = None
+_Entry = tuple[str, tuple[tuple[str, str], ...]]
+#: ``stem -> (its word's key stem, (stem, word) of each of that word's stems)``, or ``None``: a stem
+#: with no other forms. Filled per stem as searches ask (a keyword search in a new process reads
+#: the lines of its query's words, not all 1,735); cleared past :data:`_STEMS_MAX` stems.
+_FORMS: dict[str, _Entry | None] = {}
 
 
-def _forms() -> dict[str, tuple[str, tuple[tuple[str, str], ...]]]:
-    global _FORMS
-    if _FORMS is None:
+def _entry(stem: str) -> _Entry | None:
+    """The forms table's line holding ``stem`` (the file stores each form as ``form/stem``)."""
+    if stem in _FORMS:
+        return _FORMS[stem]
+    global _FORMS_TEXT
+    if _FORMS_TEXT is None:
         with _forms_lock:
-            if _FORMS is None:
-                lines = _FORMS_PATH.read_text(encoding="utf-8").splitlines()
-                table: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {}
-                for ln in lines:
-                    if ln.strip() and not ln.startswith("#"):
-                        members: dict[str, str] = {}
-                        for item in ln.split():
-                            w, _, st = item.partition("/")
-                            if st and st not in table:
-                                members.setdefault(st, w)
-                        if len(members) > 1:
-                            entry = (next(iter(members)), tuple(members.items()))
-                            table.update(dict.fromkeys(members, entry))
-                _FORMS = table
-    return _FORMS
+            if _FORMS_TEXT is None:
+                _FORMS_TEXT = "\n" + _FORMS_PATH.read_text(encoding="utf-8")
+    text, entry = _FORMS_TEXT, None
+    at = text.find("/" + stem)
+    while at >= 0:
+        after = at + 1 + len(stem)
+        start = text.rfind("\n", 0, at) + 1
+        if (after == len(text) or text[after] in " \n") and text[start] != "#":
+            end = text.find("\n", after)
+            members: dict[str, str] = {}
+            for item in text[start : end if end >= 0 else len(text)].split():
+                w, _, st = item.partition("/")
+                members.setdefault(st, w)
+            if len(members) > 1:
+                entry = (next(iter(members)), tuple(members.items()))
+                _FORMS.update(dict.fromkeys(members, entry))
+            break
+        at = text.find("/" + stem, at + 1)
+    if len(_FORMS) > _STEMS_MAX:
+        _FORMS.clear()
+    _FORMS[stem] = entry
+    return entry
 
 
 def word_forms(word: str) -> list[str]:
@@ -147,7 +160,7 @@ def word_forms(word: str) -> list[str]:
     (['bought'], ['bought'], ['go', 'goes', 'gone'], [])
     """
     st = stems([word]).get(word)
-    entry = _forms().get(st) if st else None
+    entry = _entry(st) if st else None
     return [w for s, w in entry[1] if s != st] if entry else []
 
 
@@ -157,8 +170,7 @@ def key_stems(words: Iterable[str]) -> dict[str, str]:
     Coverage, the IDF mass and the names count a word once whichever of its forms the query or
     the memory uses: these are the keys they are counted by.
     """
-    table = _forms()
-    return {w: table[st][0] if st in table else st for w, st in stems(words).items()}
+    return {w: entry[0] if (entry := _entry(st)) else st for w, st in stems(words).items()}
 
 
 def match_terms(query: str) -> list[str]:
