@@ -147,8 +147,9 @@ class PostgresKeyword:
             return None
         need = ubiquitous_at(n_scope)
         out: dict[str, float] = {}
-        own, groups = stems(keyword_terms(query)), key_groups(query)
-        for word, stem in key_stems(keyword_terms(query)).items():
+        words = keyword_terms(query)
+        own, groups = stems(words), key_groups(query)
+        for word, stem in key_stems(words).items():
             if stem in out or len(tokens([word])[0]) != 1:
                 continue
             held = max(st.hits.get(stem_key(t), 0) for t in groups.get(stem, [own[word]]))  # its commonest form

@@ -176,7 +176,7 @@ class SQLiteKeyword:
                 hits = memo[(scope.key(), stem)] = int(self._read(  # the doclist first, then each row's scope
                     "WITH f AS MATERIALIZED (SELECT rowid AS r FROM memories_fts WHERE memories_fts MATCH ?)"
                     f" SELECT count(*) FROM f JOIN memories m ON m.seq = f.r WHERE {_SCOPE} AND m.deleted_at = 0",
-                    ['"' + word.replace('"', '""') + '"', *scope.key()],
+                    [quoted(word), *scope.key()],
                 )[0][0])  # fmt: skip
             out[stem] = idf(n_scope, hits)
         return (out, n_scope) if out else None

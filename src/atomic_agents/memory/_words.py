@@ -195,9 +195,8 @@ def match_terms(query: str) -> list[str]:
 def key_groups(query: str) -> dict[str, list[str]]:
     """``key stem -> the stems matched for it`` (:func:`match_terms`, :func:`key_stems`), in query order.
 
-    A word's IDF is the largest of its matched forms' (the smallest IDF: the form most memories
-    use), so a question in the present tense weighs a word the memories hold in the past as
-    they hold it. Every backend derives its weights from this.
+    A word's IDF is the smallest of its matched forms' (the form most memories use), so a
+    question in the present tense weighs a word the memories hold in the past as they hold it. Every backend derives its weights from this.
 
     >>> key_groups("When did Maya buy it?")
     {'maya': ['maya'], 'bui': ['bui', 'bought']}
