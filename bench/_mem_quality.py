@@ -151,7 +151,7 @@ def rank_before_parts(p: dict[int, dict[str, float]], cal: scoring.Calibration) 
 
 #: The default constants before the long conversations and the reply context (the baseline rows).
 PREVIOUS = replace(
-    scoring.DEFAULT, hy_c=15.511, hy_e=1.966, hy_k=-3.429, hy_v=16.751, hy_ctx=0.0, sc_c=12.546, sc_cm=-7.728,
+    scoring.DEFAULT, hy_c=15.511, hy_e=1.966, hy_k=-3.429, hy_v=16.751, hy_ctx=0.0, hy_n=0.0, sc_c=12.546, sc_cm=-7.728,
     sc_m=-0.791, sc_v=1.703, sc_n=-2.399, sc_b=-4.104,
 )  # fmt: skip
 
@@ -312,8 +312,14 @@ def _pairwise(x: np.ndarray, l2: float = 1e-2) -> np.ndarray:
 
 
 def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]], rank_pools: list[dict[int, dict[str, float]]] = (),
-        rank_wants: list[set[int]] = ()) -> scoring.Calibration:  # fmt: skip
+        rank_wants: list[set[int]] = (), ranking: scoring.Calibration | None = None) -> scoring.Calibration:  # fmt: skip
     """Hybrid direction from a pairwise ranker over dev pools; each ranker's map from its dev top-1 hits.
+
+    The ranking: a pairwise logistic ranker's direction over (c, e, k, v^2), then ``hy_ctx``
+    (0, 0.1, ..., 0.9) and ``hy_n`` (0, -0.25, ..., -3) by dev recall@5 + recall@10 over both
+    sets. ``ranking`` given, its ranking constants are kept and only ``hy_n`` is chosen that way
+    (the shipped constants predate word forms; a refit of their direction over today's pools
+    gave lower dev recall, see the README).
 
     The hybrid score map has its own direction: a logistic fit, on the dev top-1 hits of the
     hybrid ranking, of "right" against "an unanswerable query's top-1" (the two populations the
@@ -322,25 +328,35 @@ def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]], rank_po
     admitted <= 10%) is smallest.
 
     ``rank_pools`` / ``rank_wants`` (the long conversations' dev questions) join the fit of the
-    ranking (the pairwise direction and ``hy_ctx``), not of the score maps: their unanswerable
-    questions mostly ask about the other speaker's event, which no signal separates, and fitted
-    in they move the floor off the main set's (see the README).
+    ranking (the pairwise direction, ``hy_ctx`` and ``hy_n``), not of the score maps: their
+    unanswerable questions mostly ask about the other speaker's event, which no signal
+    separates, and fitted in they move the floor off the main set's (see the README).
     """
     feats = lambda d: [d["cos"], d["ev"], d["rel"], d["cov"] ** 2]
     own = lambda ps: [{k: d for k, d in p.items() if not d.get("succ_only")} for p in ps]  # the rankers' candidates
-    w = _pairwise(_pairs(own([*pools, *rank_pools]), [*wants, *rank_wants], feats))
-    print(f"pairwise ranker (cos, ev, rel, cov^2): {np.round(w, 3).tolist()}")
-    cal0 = replace(scoring.DEFAULT, hy_c=float(w[0]), hy_e=float(w[1]), hy_k=float(w[2]), hy_v=float(w[3]))
 
     def dev_recall(cal: scoring.Calibration) -> float:  # recall@5 + recall@10 over every answerable dev query
         m = metrics([rank_hybrid(p, cal) for p in [*pools, *rank_pools]], [*wants, *rank_wants], ["x"] * (len(wants) + len(rank_wants)))
         return m["r5"] + m["r10"]
 
-    # below 1, so a reply never passes its own question (at 1 it would tie and, newer, go first)
-    grid = {lam / 10: dev_recall(replace(cal0, hy_ctx=lam / 10)) for lam in range(10)}
-    cal0 = replace(cal0, hy_ctx=max(grid, key=lambda lam: (grid[lam], -lam)))
-    print("share of a better-matching predecessor (hy_ctx): dev recall@5 + recall@10 "
-          + ", ".join(f"{lam:.1f}: {v:.3f}" for lam, v in grid.items()) + f"; chosen {cal0.hy_ctx:.1f}")  # fmt: skip
+    if ranking is None:
+        w = _pairwise(_pairs(own([*pools, *rank_pools]), [*wants, *rank_wants], feats))
+        print(f"pairwise ranker (cos, ev, rel, cov^2): {np.round(w, 3).tolist()}")
+        cal0 = replace(scoring.DEFAULT, hy_c=float(w[0]), hy_e=float(w[1]), hy_k=float(w[2]), hy_v=float(w[3]), hy_n=0.0)
+        # below 1, so a reply never passes its own question (at 1 it would tie and, newer, go first)
+        grid = {lam / 10: dev_recall(replace(cal0, hy_ctx=lam / 10)) for lam in range(10)}
+        cal0 = replace(cal0, hy_ctx=max(grid, key=lambda lam: (grid[lam], -lam)))
+        print("share of a better-matching predecessor (hy_ctx): dev recall@5 + recall@10 "
+              + ", ".join(f"{lam:.1f}: {v:.3f}" for lam, v in grid.items()) + f"; chosen {cal0.hy_ctx:.1f}")  # fmt: skip
+    else:
+        w = np.asarray([ranking.hy_c, ranking.hy_e, ranking.hy_k, ranking.hy_v])
+        cal0 = replace(ranking, hy_n=0.0)
+        print(f"ranking kept: (cos, ev, rel, cov^2) {np.round(w, 3).tolist()}, hy_ctx {cal0.hy_ctx:.1f}")
+    # a name the question asks about, lacking: ties to the smaller weight
+    grid = {-q / 4: dev_recall(replace(cal0, hy_n=-q / 4)) for q in range(13)}
+    cal0 = replace(cal0, hy_n=max(grid, key=lambda h: (round(grid[h], 9), h)))
+    print("ranking weight of lacking a name the question asks about (hy_n): dev recall@5 + recall@10 "
+          + ", ".join(f"{h:.2f}: {v:.3f}" for h, v in grid.items()) + f"; chosen {cal0.hy_n:.2f}")  # fmt: skip
 
     def top1(rank: Callable[..., list[tuple[float, int]]], signal: Callable[[dict[str, float]], float]) -> tuple[float, float]:
         z, right = [], []
@@ -392,7 +408,7 @@ def fit(pools: list[dict[int, dict[str, float]]], wants: list[set[int]], rank_po
     print(f"GENERIC hybrid score map (the ranking key through one logistic, + lacks a name): "
           f"{dict(zip(('sc_c', 'sc_e', 'sc_k', 'sc_v'), np.round(g[0] * w, 3).tolist()))}, sc_n={g[1]:.3f}, sc_b={g[2]:.3f}")
     return scoring.Calibration(
-        sem_a=sa, sem_b=sb, kw_a=ka, kw_b=kb, kw_v=float(vk[0]), kw_n=float(vk[1]), hy_c=cal0.hy_c, hy_e=cal0.hy_e, hy_k=cal0.hy_k, hy_v=cal0.hy_v, hy_ctx=cal0.hy_ctx,
+        sem_a=sa, sem_b=sb, kw_a=ka, kw_b=kb, kw_v=float(vk[0]), kw_n=float(vk[1]), hy_c=cal0.hy_c, hy_e=cal0.hy_e, hy_k=cal0.hy_k, hy_v=cal0.hy_v, hy_ctx=cal0.hy_ctx, hy_n=cal0.hy_n,
         sc_c=float(v[0]), sc_cm=float(v[1]), sc_e=0.0, sc_k=0.0, sc_m=float(v[2]), sc_v=float(v[3]), sc_n=float(v[4]),
         sc_b=sc_b,
     )  # fmt: skip
@@ -968,6 +984,9 @@ def run(argv: Sequence[str] | None = None) -> None:
         print(f"long conversations: {len(lc.stores)} stores, {lc.turns} turns, {len(lc.queries)} {args.split} questions "
               f"(ingest {time.perf_counter() - t0:.0f} s)\n")  # fmt: skip
         if args.fit:
+            print("-- the shipped ranking constants kept (the name weight chosen on them):")
+            kept = fit(pools, wants, lc.pools, lc.wants, ranking=scoring.DEFAULT)
+            print(f"fitted over the shipped ranking: {kept}\n\n-- everything refitted:")
             cal = fit(pools, wants, lc.pools, lc.wants)
             print(f"fitted: {cal}\n")
         # the blend baseline's weight: tuned on dev
@@ -990,6 +1009,7 @@ def run(argv: Sequence[str] | None = None) -> None:
             "hybrid, GENERIC's score map (the ranking key)": lambda p, c: rank_hybrid(p, replace(c, **GENERIC_SCORE_MAP)),
             "hybrid before the score read a two-part question's parts (previous score map)": rank_before_parts,
             "hybrid without the reply context (hy_ctx = 0, no successors in the pool)": rank_no_context,
+            "hybrid before the name term in the ranking (hy_n = 0)": lambda p, c: rank_hybrid(p, replace(c, hy_n=0.0)),
             "hybrid before the long conversations (previous constants, no context)": rank_previous_constants,
             "previous hybrid (max + bonus)": rank_previous,
             f"convex blend, alpha={dev_alpha:.2f} (baseline)": make_blend(dev_alpha),

@@ -75,6 +75,8 @@ def test_hybrid_score_is_bounded_and_rises_with_meaning_and_with_coverage(
         assert hybrid_score(c1, e, k, cal, vlo) <= hybrid_score(c1, e, k, cal, vhi)
         assert hybrid_rank(clo, e, k, cal, v) <= hybrid_rank(chi, e, k, cal, v)
         assert hybrid_rank(c1, e, k, cal, vlo) <= hybrid_rank(c1, e, k, cal, vhi)
+        # lacking a name the question asks about never ranks a candidate higher
+        assert hybrid_rank(c1, e, k, cal, v, lacks_name=True) < hybrid_rank(c1, e, k, cal, v)
 
 
 @given(cosine)
@@ -103,12 +105,13 @@ def test_fused_pool_is_sorted_bounded_and_keeps_only_candidates_with_a_signal(co
     st.dictionaries(st.integers(0, 50), cosine, max_size=20),
     st.dictionaries(st.integers(0, 50), unit, max_size=20),
     st.dictionaries(st.integers(0, 50), unit, max_size=20),
+    st.sets(st.integers(0, 50), max_size=10),
 )
 def test_fused_pool_ranks_by_the_ranking_key_and_scores_top1_by_its_own_calibrated_score(
-    cos: dict[int, float], ev: dict[int, float], cov: dict[int, float]
+    cos: dict[int, float], ev: dict[int, float], cov: dict[int, float], lacking: set[int]
 ) -> None:
     for cal in (DEFAULT, GENERIC):
-        fused = fuse_pool(cos, ev, cal, cov)
+        fused = fuse_pool(cos, ev, cal, cov, lacking)
         if not fused:
             continue
         best = max(ev.values(), default=0.0)
@@ -118,10 +121,10 @@ def test_fused_pool_ranks_by_the_ranking_key_and_scores_top1_by_its_own_calibrat
 
         keys = [k for _, k in fused]
         def key(k: int) -> tuple[float, int]:
-            return hybrid_rank(cos.get(k, 0.0), ev.get(k, 0.0), rel(k), cal, cov.get(k, 0.0)), k
+            return hybrid_rank(cos.get(k, 0.0), ev.get(k, 0.0), rel(k), cal, cov.get(k, 0.0), k in lacking), k
 
         def score(k: int) -> float:
-            return hybrid_score(cos.get(k, 0.0), ev.get(k, 0.0), rel(k), cal, cov.get(k, 0.0))
+            return hybrid_score(cos.get(k, 0.0), ev.get(k, 0.0), rel(k), cal, cov.get(k, 0.0), k in lacking)
 
         keys = [k for _, k in fused]
         assert keys == sorted(keys, key=key, reverse=True)
@@ -272,12 +275,24 @@ def test_at_one_cosine_a_sliver_of_shared_words_scores_below_none_and_all_of_the
     st.dictionaries(st.integers(0, 30), unit, max_size=15),
     st.sets(st.integers(0, 30)),
 )
-def test_the_name_signal_moves_scores_not_the_order(cos: dict[int, float], ev: dict[int, float], lacking: set[int]) -> None:
+def test_lacking_a_name_lowers_that_candidate_and_its_score_and_nothing_else(
+    cos: dict[int, float], ev: dict[int, float], lacking: set[int]
+) -> None:
     plain, named = fuse_pool(cos, ev, DEFAULT), fuse_pool(cos, ev, DEFAULT, None, lacking)
-    assert [k for _, k in plain] == [k for _, k in named]
-    assert all(s_n <= s_p for (s_p, _), (s_n, _) in zip(plain, named, strict=True))
+    order, named_order = [k for _, k in plain], [k for _, k in named]
+    assert sorted(order) == sorted(named_order)
+    # the ones lacking a name keep their order among themselves, and so do the others, which
+    # are never pushed down
+    for group in (lacking, set(order) - lacking):
+        assert [k for k in order if k in group] == [k for k in named_order if k in group]
+    for k in set(order) - lacking:
+        assert named_order.index(k) <= order.index(k)
+    # without the ranking weight the name moves scores only: down, and only from the first hit lacking it
+    scores_only = fuse_pool(cos, ev, replace(DEFAULT, hy_n=0.0), None, lacking)
+    assert [k for _, k in scores_only] == order
+    assert all(s_n <= s_p for (s_p, _), (s_n, _) in zip(plain, scores_only, strict=True))
     seen_lacking = False
-    for (s_p, k), (s_n, _) in zip(plain, named, strict=True):
+    for (s_p, k), (s_n, _) in zip(plain, scores_only, strict=True):
         seen_lacking = seen_lacking or k in lacking
         if not seen_lacking:  # no lacking hit at or above this one: its score is untouched
             assert s_n == s_p

@@ -43,9 +43,9 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
 - hybrid: ``k = e / max e`` over the query's candidate pool (its keyword evidence
   relative to the query's best keyword match). Both rankers contribute a pool
   (:data:`HYBRID_POOL` each, or ``4 * limit``) and every candidate gets all signals.
-  Candidates are *ranked* by ``h_c * c + h_e * e + h_k * k + h_v * v**2`` (a pairwise
+  Candidates are *ranked* by ``h_c * c + h_e * e + h_k * k + h_v * v**2 + h_n * n`` (a pairwise
   logistic ranker's direction; the square rewards holding *all* of the query's words far
-  more than holding some), a reply taking ``hy_ctx`` of its question's lead (below), and *scored* by
+  more than holding some; ``n`` below), a reply taking ``hy_ctx`` of its question's lead (below), and *scored* by
   ``sigma(s_c * c + [e > 0] * (s_m + s_cm * max(c, 0) * (1 - u**2)) + s_v * u**2 + s_n * n + s_b)``
   (the default model's map; ``s_e * e + s_k * k`` join it for GENERIC), capped at the score
   of the hit ranked above (scores never rise down the list; the top-1's is its own).
@@ -55,7 +55,10 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
   two is relevant, and scored as if it missed half the query it was not.
   ``n`` is 1 when the memory lacks a name the query asks about (:func:`query_names`: the
   capitalised content words past the first of an English question in sentence case; no
-  other query has names, so ``n`` stays 0, the neutral value). The two directions differ
+  other query has names, so ``n`` stays 0, the neutral value). In the ranking ``n`` stands for
+  what coverage cannot say in a chat kept one store per conversation: each speaker's name is
+  in half the rows, so its IDF is about 0, and a turn of the other person, or about someone
+  else, held as much of the query as one about the person asked about. The two directions differ
   because the questions differ: within one query, keyword coverage and evidence order
   candidates; across queries, what tells a right top-1 from the top-1 of a query the store
   cannot answer is that hit's cosine, how much of the query it holds, and whether it holds
@@ -75,7 +78,7 @@ the labelled set's dev split by ``bench/_mem_quality.py --fit``):
   Past the step the score never falls as the memory holds more (``e``, ``k``, ``v``), and a
   memory holding every word scores above one holding none at the same cosine.
 
-The ranking (``h_*`` and ``hy_ctx``) is fitted on the dev questions of both labelled sets
+The ranking (``h_*``, ``hy_ctx`` and ``hy_n``) is fitted on the dev questions of both labelled sets
 (``bench/data/recall_eval`` and the long conversations of ``bench/data/longconv``), the score
 maps on the first's alone. Constants are fitted for the default model (:data:`DEFAULT`, keyed by its
 ``model_id``); other embedders (the test fake) get :data:`GENERIC`, whose semantic
@@ -344,6 +347,10 @@ class Calibration:
     #: the share of a better-matching predecessor's ranking key and score a hybrid candidate
     #: takes (:func:`fuse_pool`'s ``follows``: the memory written just before it in its scope)
     hy_ctx: float = 0.0
+    #: ranking-key weight of "lacks a name the question asks about" (:func:`query_names`): in a
+    #: chat kept one store per conversation, a speaker's name is in half the rows, so its IDF,
+    #: and with it the coverage, says nothing of whether a turn is about the person asked about
+    hy_n: float = 0.0
     #: the keyword score map's weights of the squared coverage the score reads and of "lacks a
     #: name the question asks about" (:func:`keyword_score`; ``kw_a`` is the evidence's weight)
     kw_v: float = 0.0
@@ -363,9 +370,10 @@ def _sigma(x: float) -> float:
 
 
 #: Fitted for the default model (all-MiniLM-L6-v2, int8) on the dev split of
-#: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``).
+#: bench/data/recall_eval (``python bench/bench_memory.py --section quality --fit``). ``hy_n`` was
+#: chosen on dev over the other constants as they stand (``--fit``'s "shipped ranking kept" step).
 DEFAULT = Calibration(
-    sem_a=7.720, sem_b=-4.445, kw_a=0.0, kw_v=7.468, kw_n=-2.069, kw_b=-2.714, hy_c=9.061, hy_e=-6.412, hy_k=0.214, hy_v=20.161, hy_ctx=0.9,
+    sem_a=7.720, sem_b=-4.445, kw_a=0.0, kw_v=7.468, kw_n=-2.069, kw_b=-2.714, hy_c=9.061, hy_e=-6.412, hy_k=0.214, hy_v=20.161, hy_ctx=0.9, hy_n=-1.25,
     sc_c=12.604, sc_cm=-6.499, sc_e=0.0, sc_k=0.0, sc_m=-1.618, sc_v=3.332, sc_n=-1.523, sc_b=-4.414,
 )  # fmt: skip
 #: For other embedders: semantic scores stay clipped cosines; keyword scores and the hybrid
@@ -480,11 +488,12 @@ def _signals(
 
 
 def hybrid_rank(
-    cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT, coverage: float = 0.0
+    cosine: float, evidence: float, relative: float, cal: Calibration = DEFAULT, coverage: float = 0.0,
+    lacks_name: bool = False,
 ) -> float:
-    """The ranking key of a hybrid candidate (higher first): ``h_c c + h_e e + h_k k + h_v v**2``."""
+    """The ranking key of a hybrid candidate (higher first): ``h_c c + h_e e + h_k k + h_v v**2 + h_n n``."""
     c, e, k, v2 = _signals(cosine, evidence, relative, coverage, cal)
-    return cal.hy_c * c + cal.hy_e * e + cal.hy_k * k + cal.hy_v * v2
+    return cal.hy_c * c + cal.hy_e * e + cal.hy_k * k + cal.hy_v * v2 + (cal.hy_n if lacks_name else 0.0)
 
 
 def hybrid_score(
@@ -567,7 +576,8 @@ def fuse_pool(
     for k in keys:
         c, e, v = cosines.get(k, 0.0), evidence.get(k, 0.0), cov.get(k, 0.0)
         rel = e / best if best > 0.0 else 0.0
-        own[k] = (hybrid_rank(c, e, rel, cal, v), hybrid_score(c, e, rel, cal, max(v, scov.get(k, 0.0)), k in lacking))
+        lacks = k in lacking
+        own[k] = (hybrid_rank(c, e, rel, cal, v, lacks), hybrid_score(c, e, rel, cal, max(v, scov.get(k, 0.0)), lacks))
     ranked = []
     for k, (r, s) in own.items():
         prev = own.get(follows[k]) if k in follows else None
