@@ -20,7 +20,10 @@ of speech, derived from the NIH SPECIALIST Lexicon; MIT licence, see the file's 
   suppletive ones (``good better best``, ``much more most``, ``bad worse``) are degree words
   that would join nearly every memory;
 - the form's stem is not also the stem of a word outside the lemma's own forms (``lives``
-  stems to ``live``, so it is not joined to ``life``; ``adding`` to ``ad``).
+  stems to ``live``, so it is not joined to ``life``; ``adding`` to ``ad``);
+- the pair is not one of :data:`REFUSED`: rows where the lexicon lists two words as one
+  lemma or gives a form of a rare sense, and the join would merge two everyday words
+  (``dive`` as a form of ``diva``, ``wound`` of ``wind``, ``dice`` of ``die``).
 
 Pairs sharing a stem are joined into one word (union-find). Each line of the file lists one
 form per distinct stem, as ``form/stem``, the lemma first.
@@ -41,6 +44,19 @@ from atomic_agents.memory import _scoring as scoring  # noqa: E402
 
 OUT = ROOT / "src" / "atomic_agents" / "memory" / "data" / "inflections.txt"
 POS = ("verb", "noun", "adj")
+#: (form, lemma) pairs left out although the lexicon has them, and every form stemmed as that form
+#: is (``chiles`` as ``chile``). Each would join two everyday
+#: words that mean different things; homographs whose forms are everyday forms of the lemma
+#: (``saw``/``see``, ``found``/``find``, ``left``/``leave``) stay joined on purpose.
+REFUSED = frozenset({
+    ("dive", "diva"),  # the lexicon lists "dive/diva" as one noun lemma: would join dive, dove and diva
+    ("crew", "crow"),  # crew, the archaic past of crow
+    ("dice", "die"),  # dice, the plural of the gaming die: would join dice and die (dying)
+    ("wound", "wind"),  # wound, the past of wind: would join an injury and the weather
+    ("lay", "lie"),  # lay, the past of lie: would join lay/laid with lie/lied (to tell a lie)
+    ("reis", "real"), ("reis", "rial"), ("rial", "real"), ("real", "rial"),  # a currency: would join real (adj)
+    ("chile", "chili"), ("chile", "chilli"), ("chili", "chile"), ("chilli", "chile"),  # chile: the country, lower-cased
+})  # fmt: skip
 
 
 def _lexicon() -> Path:
@@ -69,7 +85,8 @@ def build() -> list[list[str]]:
                     lemmas.add(lemma)
                     if pos in POS and form.isalpha() and form.islower() and form != lemma:
                         rows.append((form, pos, lemma))
-    st = _stems(lemmas | {f for f, _, _ in rows})
+    st = _stems(lemmas | {f for f, _, _ in rows} | {w for pair in REFUSED for w in pair})
+    refused = {(st[f], st[lemma]) for f, lemma in REFUSED}  # by stem: "chiles" is refused as "chile" is
     owners: dict[str, set[str]] = defaultdict(set)
     for lemma in lemmas:
         if lemma in st:
@@ -86,7 +103,7 @@ def build() -> list[list[str]]:
     lemma_stems: set[str] = set()
     for form, pos, lemma in sorted(rows):
         sf, sl = st.get(form), st.get(lemma)
-        if not sf or not sl or sf == sl:
+        if not sf or not sl or sf == sl or (sf, sl) in refused:
             continue
         if pos == "adj" and not (form.startswith(lemma[:-1]) and form.endswith(("er", "est"))):
             continue

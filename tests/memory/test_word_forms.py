@@ -54,6 +54,20 @@ def test_a_form_whose_stem_is_another_words_is_not_joined() -> None:
     assert "life" not in word_forms("lives") and "lives" not in word_forms("life")  # lives stems to live
 
 
+@pytest.mark.parametrize(
+    ("word", "other"),
+    [("wound", "wind"), ("dice", "die"), ("diva", "dive"), ("crew", "crow"), ("lie", "lay"), ("real", "rial"),
+     ("chile", "chili"), ("chiles", "chili")],
+)  # fmt: skip
+def test_two_everyday_words_the_lexicon_lists_as_one_are_not_joined(word: str, other: str) -> None:
+    assert other not in word_forms(word) and word not in word_forms(other)
+
+
+def test_homographs_whose_forms_are_everyday_forms_stay_joined() -> None:
+    assert "see" in word_forms("saw") and "find" in word_forms("found") and "dove" in word_forms("dive")
+    assert {"lied", "lying"} <= set(word_forms("lie")) and "laid" in word_forms("lay")
+
+
 def test_match_terms_adds_forms_but_not_to_a_name() -> None:
     assert match_terms("When did Maya buy the bike?") == ["maya", "buy", "bike", "bought"]
     assert match_terms("Where did Rose go?") == ["rose", "go", "goes", "gone", "went"]  # Rose, a name: no "rise"

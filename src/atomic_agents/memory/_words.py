@@ -113,7 +113,7 @@ _FORMS_TEXT: str | None = None
 _Entry = tuple[str, tuple[tuple[str, str], ...]]
 #: ``stem -> (its word's key stem, (stem, word) of each of that word's stems)``, or ``None``: a stem
 #: with no other forms. Filled per stem as searches ask (a keyword search in a new process reads
-#: the lines of its query's words, not all 1,735); cleared past :data:`_STEMS_MAX` stems.
+#: the lines of its query's words, not all 1,734); cleared past :data:`_STEMS_MAX` stems.
 _FORMS: dict[str, _Entry | None] = {}
 
 
