@@ -93,6 +93,19 @@ def test_hybrid_keeps_a_keyword_hit_above_the_relevance_floor(store: MemoryStore
     assert hits[0].id == mid and hits[0].score >= RELEVANCE_FLOOR
 
 
+def test_a_snake_case_word_matches_its_words_in_a_row_only(store: MemoryStore, scope: Scope) -> None:
+    # FTS5 reads parse_config as the phrase "pars config": a memory holding only "parse", or both
+    # words apart, does not match, and coverage counts the word held only where the phrase is
+    ident = store.remember("parse_config failed at startup on the staging box", None, scope)
+    store.remember("parse the json payload before saving", None, scope)
+    store.remember("parse the settings, then config reload", None, scope)
+    for i in range(4):
+        store.remember(f"unrelated note number {i} about lunch menus", None, scope)
+    assert [h.id for h in store.search("parse_config", scope)] == [ident]
+    hits = store.search("parse_config startup", scope)
+    assert [h.id for h in hits] == [ident] and hits[0].score >= RELEVANCE_FLOOR
+
+
 def test_hybrid_ranks_a_memory_holding_every_query_word_above_one_repeating_one(store: MemoryStore, scope: Scope) -> None:
     # BM25 saturates per word, so repeating the rarer query word in a short memory earns about as
     # much evidence as holding both words once; keyword coverage (the share of the query's IDF

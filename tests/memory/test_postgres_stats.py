@@ -39,6 +39,7 @@ WORDS = (
     "deploy deploys deployed deploying billing cache caches rollback latency queue invoice invoices schema token"
     " alert alerts run running runs café naïve résumé the a of staging production outage"
     " buy buys bought child children go goes went gone pay paid"  # forms Porter stems apart (_words.word_forms)
+    " deploy_billing cache_rollback"  # identifiers the tokenizer splits: FTS5 phrases
 ).split()
 QUERIES = (
     "deploy billing", "cache rollback latency", "invoice", "token alert schema queue", "run running runs",
@@ -46,6 +47,7 @@ QUERIES = (
     "what was the cache rollback and when was the deploy billing",  # two questions: the score reads the best-held
     "What did the Billing cache do?",  # a name the question asks about: a hit lacking it scores lower
     "When did the children buy the cache?", "paid deploy went", "bought buy invoice",  # a word in any of its forms
+    "deploy_billing", "cache_rollback latency", "why did cache_rollback fail",  # a phrase: its words in a row
 )
 
 

@@ -76,6 +76,64 @@ from ._store import UNSET, Progress
 
 __all__ = ["InMemoryMemoryStore"]
 
+#: ``word -> its stems joined by spaces`` (``parse_config`` -> ``"pars config"``), as :func:`_phrases` reads them
+_PHRASES: dict[str, str] = {}
+_PHRASES_MAX = 50_000
+
+
+def _phrases(words: Iterable[str]) -> dict[str, str]:
+    """``word -> key``: its stem, or for a word the tokenizer splits (``parse_config``) its stems joined
+    by spaces, which FTS5 matches as a phrase (words that tokenize to nothing are left out)."""
+    ws = list(words)
+    todo = [w for w in dict.fromkeys(ws) if w not in _PHRASES]
+    if todo:
+        if len(_PHRASES) + len(todo) > _PHRASES_MAX:
+            _PHRASES.clear()
+        _PHRASES.update((w, " ".join(ts)) for w, ts in zip(todo, tokens(todo), strict=True))
+    return {w: k for w in ws if (k := _PHRASES.get(w))}
+
+
+def _phrase_groups(query: str) -> dict[str, list[str]]:
+    """:func:`~._words.key_groups` with each matched word's :func:`_phrases` key for its stem: a
+    ``snake_case`` word is held where its stems stand in a row, as FTS5 matches it."""
+    terms = match_terms(query)
+    by, keys = _phrases(terms), key_stems(terms)
+    out: dict[str, list[str]] = {}
+    for t in terms:
+        if t in by:
+            group = out.setdefault(keys[t], [])
+            if by[t] not in group:
+                group.append(by[t])
+    return out
+
+
+class _Counts(Counter[str]):
+    """A memory's stem counts. A key of several stems joined by spaces (:func:`_phrases`) counts
+    that phrase's instances, its stems at consecutive positions (FTS5's phrase match); ``length``
+    is the memory's token count."""
+
+    def __init__(self, toks: Sequence[str]) -> None:
+        super().__init__(toks)
+        self.length = len(toks)
+        self._toks = tuple(toks)
+        self._phrase: dict[str, int] = {}
+
+    def __missing__(self, key: str) -> int:
+        if " " not in key:
+            return 0
+        n = self._phrase.get(key)
+        if n is None:
+            ph = tuple(key.split(" "))
+            k = len(ph)
+            n = self._phrase[key] = sum(1 for i in range(len(self._toks) - k + 1) if self._toks[i : i + k] == ph)
+        return n
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self:
+            return super().get(key)
+        n = self.__missing__(key)
+        return n if n else default
+
 
 
 
@@ -92,7 +150,7 @@ class InMemoryMemoryStore:
         self._vecs: dict[str, tuple[str, str, np.ndarray]] = {}  # id -> (model, content hash, vector)
         self._lock = threading.RLock()
         self._leases: dict[str, Lease] = {}
-        self._tokens: dict[str, Counter[str]] = {}  # content -> its index tokens
+        self._tokens: dict[str, _Counts] = {}  # content -> its index tokens
 
     def _vector(self, text: str) -> tuple[str, np.ndarray]:
         h = content_hash(text)
@@ -237,10 +295,10 @@ class InMemoryMemoryStore:
         line = sorted(self._live(scope), key=lambda m: (m.created_at, order[m.id]))
         return {a.id: b.id for a, b in itertools.pairwise(line)}
 
-    def _counts(self, content: str) -> Counter[str]:
+    def _counts(self, content: str) -> _Counts:
         got = self._tokens.get(content)
         if got is None:
-            got = self._tokens[content] = Counter(tokens([content])[0])
+            got = self._tokens[content] = _Counts(tokens([content])[0])
         return got
 
     def _semantic_text(self, query: str, scope: Scope | None = None) -> str:
@@ -296,7 +354,7 @@ class InMemoryMemoryStore:
         parts = query_parts(query)
         if not parts:
             return dict(coverage)
-        groups = key_groups(query)
+        groups = _phrase_groups(query)
         return {
             m.id: max(coverage[m.id], part_coverage(self._held(m, groups), idfs, parts))
             for m in pool if m.id in coverage
@@ -307,12 +365,12 @@ class InMemoryMemoryStore:
         c = self._counts(m.content)
         return {k for k, ss in groups.items() if any(c[st] for st in ss)}
 
-    def _key_idfs(self, query: str, every: list[Counter[str]] | None = None) -> dict[str, float]:
+    def _key_idfs(self, query: str, every: list[_Counts] | None = None) -> dict[str, float]:
         """``key stem -> idf`` of the query's words (the smallest over each one's forms, as SQLite's ``_idf``)."""
         groups = key_groups(query)
         return key_idfs(groups, self._idfs(dict.fromkeys(st for ss in groups.values() for st in ss), every))
 
-    def _idfs(self, stems_: Iterable[str], every: list[Counter[str]] | None = None) -> dict[str, float]:
+    def _idfs(self, stems_: Iterable[str], every: list[_Counts] | None = None) -> dict[str, float]:
         """``stem -> idf`` over every memory (forgotten and expired too, as FTS5 counts); ``every``: their counts."""
         every = [self._counts(m.content) for m in self._mems.values()] if every is None else every
         return {t: idf(len(every), sum(1 for c in every if c[t])) for t in stems_}
@@ -324,21 +382,23 @@ class InMemoryMemoryStore:
         (FTS5's bm25: a sum over the query's words and their forms, :func:`~._words.match_terms`, so a
         stem two words share counts twice; coverage counts each word once, in any of its forms)."""
         terms = match_terms(query)
-        by = stems(terms)
+        by = _phrases(terms)
         words = Counter(by[t] for t in terms if t in by)  # every form a phrase of the OR, repeats kept
         if not words or not pool:
             return {}, {}, 0.0, {}
         every = [self._counts(m.content) for m in self._mems.values()]
-        avg = sum(sum(c.values()) for c in every) / max(len(every), 1)
+        avg = sum(c.length for c in every) / max(len(every), 1)
+        # FTS5 weighs each word of the OR by its own IDF, a phrase's counting the rows holding the
+        # phrase; the IDF mass and the coverage weights are the words' first stems' (SQLite's _idf)
         own = self._idfs(words, every)
-        groups = key_groups(query)
-        idfs = key_idfs(groups, own)
+        idfs = self._key_idfs(query, every)
+        groups = _phrase_groups(query)
         per_word = {t: w * words[t] for t, w in own.items()}
         scores, matched = {}, {}
         for m in pool:
             c = self._counts(m.content)
             if any(c[t] for t in words):
-                scores[m.id] = bm25(c, sum(c.values()), avg, per_word)
+                scores[m.id] = bm25(c, c.length, avg, per_word)
                 held = self._held(m, groups)
                 matched[m.id] = sum(w for k, w in idfs.items() if k in held)
         return scores, matched, sum(idfs.values()), idfs
@@ -411,7 +471,7 @@ class InMemoryMemoryStore:
         pool_ev = {k: ev[m.id] for k, m in cands.items() if m.id in ev}
         pool_cov = {k: coverage[m.id] for k, m in cands.items() if m.id in coverage}
         names = query_names(q)  # a candidate lacking one scores lower (memory/_scoring.py)
-        groups = key_groups(q)
+        groups = _phrase_groups(q)
         lacking = {k for k, m in cands.items() if any(t not in self._held(m, groups) for t in names if t in groups)}
         cal = calibration_for(self.embedder)
         scov = self._score_coverage(q, [cands[k] for k in pool_cov], {m.id: coverage[m.id] for k, m in cands.items() if m.id in coverage}, idfs)
