@@ -94,17 +94,9 @@ def _phrases(words: Iterable[str]) -> dict[str, str]:
 
 
 def _phrase_groups(query: str) -> dict[str, list[str]]:
-    """:func:`~._words.key_groups` with each matched word's :func:`_phrases` key for its stem: a
+    """:func:`~._words.key_groups` with each matched word held by its :func:`_phrases` key: a
     ``snake_case`` word is held where its stems stand in a row, as FTS5 matches it."""
-    terms = match_terms(query)
-    by, keys = _phrases(terms), key_stems(terms)
-    out: dict[str, list[str]] = {}
-    for t in terms:
-        if t in by:
-            group = out.setdefault(keys[t], [])
-            if by[t] not in group:
-                group.append(by[t])
-    return out
+    return key_groups(query, _phrases)
 
 
 class _Counts(Counter[str]):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 __all__ = [
@@ -192,17 +192,19 @@ def match_terms(query: str) -> list[str]:
     return list(out)
 
 
-def key_groups(query: str) -> dict[str, list[str]]:
+def key_groups(query: str, stem_of: Callable[[list[str]], Mapping[str, str]] | None = None) -> dict[str, list[str]]:
     """``key stem -> the stems matched for it`` (:func:`match_terms`, :func:`key_stems`), in query order.
 
     A word's IDF is the smallest of its matched forms' (the form most memories use), so a
     question in the present tense weighs a word the memories hold in the past as they hold it. Every backend derives its weights from this.
+    ``stem_of`` (default :func:`stems`) gives each matched word what it is held by (the fake's
+    phrase keys for a ``snake_case`` word).
 
     >>> key_groups("When did Maya buy it?")
     {'maya': ['maya'], 'bui': ['bui', 'bought']}
     """
     terms = match_terms(query)
-    by, keys = stems(terms), key_stems(terms)
+    by, keys = (stem_of or stems)(terms), key_stems(terms)
     out: dict[str, list[str]] = {}
     for t in terms:
         if t in by:
