@@ -382,8 +382,10 @@ class InMemoryMemoryStore:
         avg = sum(c.length for c in every) / max(len(every), 1)
         # FTS5 weighs each word of the OR by its own IDF, a phrase's counting the rows holding the
         # phrase; the IDF mass and the coverage weights are the words' first stems' (SQLite's _idf)
-        own = self._idfs(words, every)
-        idfs = self._key_idfs(query, every)
+        firsts = key_groups(query)
+        idf_of = self._idfs(dict.fromkeys([*words, *(st for ss in firsts.values() for st in ss)]), every)
+        own = {t: idf_of[t] for t in words}
+        idfs = key_idfs(firsts, idf_of)
         groups = _phrase_groups(query)
         per_word = {t: w * words[t] for t, w in own.items()}
         scores, matched = {}, {}
