@@ -7,6 +7,7 @@ Vectors come from :class:`TableEmbedder`, a *fake* that maps ``"v<i>"`` to a fix
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,11 +15,12 @@ import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore
+from atomic_agents.memory import HashingEmbedder, Scope, ScopeFilter, SQLiteMemoryStore
 from atomic_agents.memory._matrix_cache import ann_path, meta_path, snapshot_path
 from atomic_agents.memory._vectors import VectorIndex
 
@@ -220,7 +222,20 @@ def _reopen(db: Path, data: tuple[np.ndarray, np.ndarray]) -> SQLiteMemoryStore:
     return SQLiteMemoryStore(db, embedder=TableEmbedder(pts, centres), ann_threshold=50)
 
 
-@pytest.mark.parametrize("damage", ["deleted", "garbage", "garbage-same-stamp", "truncated", "meta-deleted", "stale"])
+def _rewrite_meta(db: Path, **change: Any) -> None:
+    """Write the snapshot's ``meta.npz`` again with some arrays changed (its ``.npy`` stamp still matches)."""
+    arrays = dict(np.load(meta_path(db), allow_pickle=False))
+    header = json.loads(str(arrays["header"]))
+    header.update(change.pop("header", {}))
+    arrays.update(change, header=np.array(json.dumps(header)))
+    with open(meta_path(db), "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+META_DAMAGE = ["meta-truncated", "meta-empty", "meta-bit-flipped", "meta-short-expires", "meta-wrong-dimension"]
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbage", "garbage-same-stamp", "truncated", "meta-deleted", "stale", *META_DAMAGE])
 def test_a_missing_damaged_or_stale_sidecar_is_rebuilt(
     tmp_path: Path, data: tuple[np.ndarray, np.ndarray], damage: str
 ) -> None:
@@ -248,6 +263,18 @@ def test_a_missing_damaged_or_stale_sidecar_is_rebuilt(
             fh.truncate(st.st_size // 2)
     elif damage == "meta-deleted":
         meta_path(db).unlink()
+    elif damage == "meta-truncated":  # a zip cut short: BadZipFile, not an OSError
+        meta_path(db).write_bytes(meta_path(db).read_bytes()[:1000])
+    elif damage == "meta-empty":  # EOFError
+        meta_path(db).write_bytes(b"")
+    elif damage == "meta-bit-flipped":  # a bad CRC
+        raw = bytearray(meta_path(db).read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        meta_path(db).write_bytes(bytes(raw))
+    elif damage == "meta-short-expires":  # arrays that disagree in length (an IndexError on every recall, before)
+        _rewrite_meta(db, expires=np.zeros(10))
+    elif damage == "meta-wrong-dimension":  # another model's width: no snapshot of this store
+        _rewrite_meta(db, header={"dimension": DIM * 2})
     elif damage == "stale":  # another writer moved on after the snapshot and the graph were saved
         writer = _reopen(db, data)
         gone = writer.recall("q4", big, 3)
@@ -305,7 +332,7 @@ def test_a_reader_process_follows_a_writer_process(tmp_path: Path) -> None:
     writer = textwrap.dedent(
         f"""
         import sys
-        from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore
+        from atomic_agents.memory import HashingEmbedder, Scope, ScopeFilter, SQLiteMemoryStore
         s = SQLiteMemoryStore({str(db)!r}, embedder=HashingEmbedder(), ann_threshold=50)
         sc = Scope("a", "u")
         for line in sys.stdin:
@@ -351,7 +378,7 @@ def test_the_model_still_loads_after_the_graph_was_opened(tmp_path: Path) -> Non
     """usearch's wheel exports a static libstdc++; onnxruntime loaded after it used to crash the process."""
     code = textwrap.dedent(
         f"""
-        from atomic_agents.memory import HashingEmbedder, Scope, SQLiteMemoryStore, embedder_from_name
+        from atomic_agents.memory import HashingEmbedder, Scope, ScopeFilter, SQLiteMemoryStore, embedder_from_name
         s = SQLiteMemoryStore({str(tmp_path / "m.db")!r}, embedder=HashingEmbedder(), ann_threshold=10)
         s.remember_many([(f"note {{i}} about deploys", None) for i in range(30)], Scope("a", "u"))
         s.recall("deploys", Scope("a", "u"))
@@ -388,3 +415,90 @@ def test_a_process_with_the_tier_off_does_not_replace_the_graph_snapshot(
     again.recall("q0", Scope("a", "u"))
     assert again._index is not None and again._index.ann is not None and not again._index.ann.mutable
     again.close()
+
+
+def test_many_copies_of_one_content_do_not_cut_the_graphs_answers_short(tmp_path: Path) -> None:
+    """Thousands of equal vectors (one content stored 3,000 times) crowd the graph.
+
+    HNSW then returns fewer candidates than asked (which is not "no more rows": the small
+    scope's answers were short, often empty), and a search that walks into the copies comes
+    back with them (the big scope's answers were the copies at cosine 0.02): such a search
+    answers exactly. Known limit, not asserted: other searches in that graph can still miss
+    a row (the README's ANN section).
+    """
+    rng = np.random.default_rng(7)
+    pts = rng.standard_normal((4200, DIM)).astype(np.float32)
+    pts /= np.linalg.norm(pts, axis=1, keepdims=True)
+    queries = pts[3000:3050] + 0.05 * rng.standard_normal((50, DIM)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    db = tmp_path / "m.db"
+    big, small = Scope("a", "big"), Scope("a", "small")
+    ann = SQLiteMemoryStore(db, embedder=TableEmbedder(pts, queries), ann_threshold=1000, ann_build="off")
+    ann.remember_many([(f"v{i}", None) for i in range(3000)] + [("v4100", None)] * 3000, big)  # boilerplate, repeated
+    ann.remember_many([(f"v{i}", None) for i in range(3000, 3100)], small)
+    assert ann.build_ann()["status"] == "built"
+    exact = SQLiteMemoryStore(db, embedder=TableEmbedder(pts, queries), ann_threshold=0, ann_build="off")
+    for i in range(50):
+        got = ann.recall(f"q{i}", small, 10)
+        assert len(got) == 10 and all(h.memory.user_id == "small" for h in got)
+        assert got[0].content == f"v{3000 + i}"  # (its query's own point, 0.05 away)
+        _same(ann.recall(f"q{i}", big, 10), exact.recall(f"q{i}", big, 10))
+    assert ann._index is not None and ann._index.ann is not None
+    ann.close()
+    # the published graph passes the next process's self-check (a sampled copy's ten nearest are
+    # other copies, not itself): it is mapped, not thrown away for exact search
+    again = SQLiteMemoryStore(db, embedder=TableEmbedder(pts, queries), ann_threshold=1000, ann_build="off")
+    _same(again.recall("q0", small, 10), exact.recall("q0", small, 10))
+    assert again._index is not None and again._index.ann is not None
+    again.close()
+    exact.close()
+
+
+class _CommitsMidSearch(SQLiteMemoryStore):
+    """A store whose row read comes after ``between`` ran (another process's commits, deterministically)."""
+
+    between: Any = None
+
+    def _fetch_as_ranked(self, *args: Any, **kwargs: Any) -> Any:
+        if self.between is not None:
+            run, self.between = self.between, None
+            run()
+        return super()._fetch_as_ranked(*args, **kwargs)
+
+
+@pytest.mark.parametrize("call", ["recall", "search_hybrid", "search_hybrid_rerank"])
+def test_a_commit_between_the_vector_search_and_the_row_read_never_answers_out_of_scope(tmp_path: Path, call: str) -> None:
+    """SQLite gives the rowid of a hard-pruned newest row to the next insert, of any scope.
+
+    A search that ranked the old row and then read the new one by rowid answered with another
+    user's memory, at the old row's cosine. Rows are read with their scope, filters and stored
+    vector checked, and the search runs again from a fresh sync when one was moved.
+    """
+    rng = np.random.default_rng(3)
+    pts = rng.standard_normal((60, DIM)).astype(np.float32)
+    pts /= np.linalg.norm(pts, axis=1, keepdims=True)
+    db = tmp_path / "m.db"
+    alice, bob = Scope("bot", "alice"), Scope("bot", "bob")
+    other = SQLiteMemoryStore(db, embedder=TableEmbedder(pts, pts), ann_threshold=0)
+    other.remember_many([(f"v{i}", {"k": "x"}) for i in range(1, 50)], alice)
+    newest = other.remember("v55", {"k": "x"}, alice)  # the newest row: its rowid is the next insert's
+
+    def commits() -> None:
+        assert other.prune(ScopeFilter(user_id="alice"), keywords="v55", dry_run=False, hard=True).removed == 1
+        other.remember("bob's private note", {"k": "x"}, bob)
+
+    reader = _CommitsMidSearch(db, embedder=TableEmbedder(pts, pts), ann_threshold=0)
+    reader.recall("q0", alice)  # loaded: the index holds the newest row
+    reader.between = commits
+    if call == "recall":
+        got = reader.recall("q55", alice, 3, {"k": "x"})
+    else:
+        got = reader.search_hybrid("q55", alice, {"k": "x"}, 3, rerank=call.endswith("rerank"))
+    assert got and all(h.memory.user_id == "alice" for h in got)
+    assert newest not in [h.id for h in got] and "bob's private note" not in [h.content for h in got]
+    fresh = SQLiteMemoryStore(db, embedder=TableEmbedder(pts, pts), ann_threshold=0)
+    want = fresh.recall("q55", alice, 3, {"k": "x"}) if call == "recall" else fresh.search_hybrid("q55", alice, {"k": "x"}, 3)
+    if call != "search_hybrid_rerank":  # (the rerank stage reads token states the table fake does not have)
+        _same(got, want)  # the answer of a search that began after the commits
+    for s in (other, reader, fresh):
+        s.close()

@@ -215,10 +215,14 @@ class AnnIndex:
 
     def search(self, query: np.ndarray, k: int) -> np.ndarray:
         """Up to ``k`` candidate keys (int64), roughly nearest first."""
+        return self.search_distances(query, k)[0]
+
+    def search_distances(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Up to ``k`` candidate keys (int64) and the graph's (quantised) distances to them, roughly nearest first."""
         if len(self) == 0:
-            return np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         found = self._raw.search(query, min(k, len(self)), exact=False, threads=1)
-        return np.asarray(found.keys, dtype=np.int64)
+        return np.asarray(found.keys, dtype=np.int64), np.asarray(found.distances, dtype=np.float32)
 
     def save(self, path: Path) -> None:
         """Write the graph to ``path``; a failed write (disk full, quota, no folder) is an ``OSError``."""
@@ -228,9 +232,23 @@ class AnnIndex:
             raise OSError(f"cannot write the graph to {path}: {exc}") from exc
 
     def self_check(self, keys: np.ndarray, vectors: np.ndarray) -> bool:
-        """Does the graph find a few of its own vectors? A cheap guard against a garbage file."""
+        """Does the graph find a few of its own vectors? A cheap guard against a garbage file.
+
+        ``keys`` (sorted) and ``vectors`` are the snapshot's rows. A sampled row counts as found
+        when the graph returns its key, or another key whose row holds the same vector: among
+        more than ten copies of one content any ten of them are a right answer.
+        """
         if len(keys) == 0:
             return True
         pick = np.linspace(0, len(keys) - 1, num=min(8, len(keys))).astype(np.int64)
-        hits = sum(int(keys[i]) in set(self.search(vectors[i], 10).tolist()) for i in pick)
+
+        def found(i: int) -> bool:
+            got = self.search(vectors[i], 10)
+            if int(keys[i]) in set(got.tolist()):
+                return True
+            at = np.searchsorted(keys, got)
+            ok = (at < len(keys)) & (keys[np.minimum(at, len(keys) - 1)] == got)
+            return any(np.array_equal(vectors[j], vectors[i]) for j in at[ok].tolist())
+
+        hits = sum(found(int(i)) for i in pick)
         return hits >= max(1, (len(pick) * 3) // 4)

@@ -263,14 +263,19 @@ def _header(db: Path) -> dict[str, Any] | None:
             except OSError:
                 header["ann"] = None
         return header
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+    except Exception:  # noqa: BLE001 - a damaged sidecar of any kind (a cut zip, a bad CRC, junk) is no snapshot
         return None
 
 
 def load_snapshot(
-    db: Path, *, model: str, epoch: str, with_ann: bool = True, min_rev: int = 0, legacy_upto: int = 0
+    db: Path, *, model: str, epoch: str, with_ann: bool = True, min_rev: int = 0, legacy_upto: int = 0,
+    dimension: int | None = None,
 ) -> tuple[VectorIndex, int] | None:
-    """``(index, rev)`` if a snapshot for this model and epoch, as of ``min_rev`` or later, exists and reads cleanly.
+    """``(index, rev)`` if a snapshot for this model and epoch (and ``dimension``, if given), as of ``min_rev``
+    or later, exists and reads cleanly.
+
+    Anything else is ``None`` (the caller loads the rows), whatever is wrong with the files:
+    missing, cut short, a bad CRC, arrays of the wrong length or kind.
 
     A header without ``log`` was written by a package that knows no hard-delete log
     (schema 1): its matrix may still hold rows erased since the file was migrated, so it
@@ -288,6 +293,8 @@ def load_snapshot(
             header = json.loads(str(data["header"]))
             if header["model"] != model or header["epoch"] != epoch or int(header["rev"]) < min_rev:
                 return None  # (older than the tombstone floor: the log no longer holds what it lacks)
+            if dimension is not None and int(header["dimension"]) != dimension:
+                return None  # (not the store's vectors)
             if not header.get("log") and int(header["rev"]) > legacy_upto:
                 return None
             arrays: dict[str, Any] = {k: data[k] for k in ("keys", "scope", "expires", "scopes")}
@@ -300,7 +307,7 @@ def load_snapshot(
         if with_ann and header.get("ann"):
             _attach(db, index, header["ann"], arrays)
         return index, int(header["rev"])
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+    except Exception:  # noqa: BLE001 - as in _header: a snapshot that does not read cleanly is no snapshot
         return None
 
 

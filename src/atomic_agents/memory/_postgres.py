@@ -445,12 +445,6 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
 
     # -- reads -------------------------------------------------------------------------
 
-    def _fetch(self, seqs: Sequence[int]) -> dict[int, Memory]:
-        if not seqs:
-            return {}
-        rows = self._read(f"SELECT {_COLS} FROM memories m WHERE m.seq = ANY(%s) AND {_LIVE}", [list(seqs), time.time()])
-        return {row[0]: _memory(row) for row in rows}
-
     def search(
         self, query: str, scope: Scope, limit: int = 10, filters: Mapping[str, Any] | None = None
     ) -> list[Hit]:

@@ -91,6 +91,13 @@ def _blob(vec: np.ndarray) -> bytes:
     return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
 
 
+#: Searches made before one whose rows all read as ranked (``_fetch_as_ranked``); the last one's
+#: rows that did not are left out (a commit per search, from other processes, for that long).
+_SEARCH_TRIES = 3
+#: A stored vector gives "the cosine the search ranked it by" within this (float32 sums in another order).
+_SAME_COSINE = 1e-4
+
+
 def _next_rev(c: sqlite3.Connection) -> int:
     return _tombstones.next_rev(c)  # (one counter for rows and tombstones: never handed out twice)
 
@@ -409,15 +416,37 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
 
     # -- reads -------------------------------------------------------------------------
 
-    def _fetch(self, seqs: Sequence[int]) -> dict[int, Memory]:
+    def _fetch_as_ranked(
+        self, keys: Sequence[int], cosines: Mapping[int, float], qv: np.ndarray, scope: Scope, filters: Mapping[str, Any]
+    ) -> tuple[dict[int, Memory], bool]:
+        """The rows of ``keys`` as the search ranked them, and whether every one of them still is.
+
+        The vector index answered from its last sync, and another process may have committed
+        since: forgotten a row, edited it, changed its metadata, or (a hard prune of the newest
+        rows) given its rowid to a new memory of any scope. So each row is read with its scope,
+        liveness and ``filters`` checked and its stored vector beside it, and kept only if that
+        vector gives the cosine the search ranked it by (``cosines``; none where the index had
+        none). ``False`` means some key was not: search again, from a fresh sync.
+        """
         out: dict[int, Memory] = {}
-        now = time.time()
-        for start in range(0, len(seqs), 500):
-            part = list(seqs[start : start + 500])
+        now, model = time.time(), self._index_model
+        for start in range(0, len(keys), 500):
+            part = list(keys[start : start + 500])
             marks = ",".join("?" * len(part))
-            for row in self._read(f"SELECT {_COLS} FROM memories m WHERE m.seq IN ({marks}) AND {_LIVE}", [*part, now]):
-                out[row[0]] = _memory(row)
-        return out
+            for row in self._read(
+                f"SELECT {_COLS}, m.embedder, m.embedding FROM memories m WHERE m.seq IN ({marks}) AND {_SCOPE} AND {_LIVE}",
+                [*part, *scope.key(), now],
+            ):
+                mem = _memory(row[:-2])
+                if filters and not metadata_matches(mem.metadata, filters):
+                    continue
+                seen, blob = cosines.get(row[0]), row[-1] if row[-2] == model else None
+                if (seen is None) != (blob is None):
+                    continue
+                if blob is not None and abs(float(np.frombuffer(blob, dtype=np.float32) @ qv) - seen) > _SAME_COSINE:
+                    continue
+                out[row[0]] = mem
+        return out, len(out) == len(set(keys))
 
     def _candidates(self, scope: Scope, filters: Mapping[str, Any]) -> list[int]:
         """Row ids in ``scope`` whose metadata equals ``filters`` (index lookups, then a strict check)."""
@@ -493,8 +522,11 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         query the hit holds (:func:`~._base.semantic_hits`).
         """
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
-        _, _, _, found = self._semantic(q, sc, flt, lim)
-        mems = self._fetch([k for k, _ in found])
+        for _ in range(_SEARCH_TRIES):  # again if another process's commit moved a row meanwhile (_fetch_as_ranked)
+            qv, _, _, found = self._semantic(q, sc, flt, lim)
+            mems, as_ranked = self._fetch_as_ranked([k for k, _ in found], dict(found), qv, sc, flt)
+            if as_ranked:
+                break
         cal = calibration_for(self.embedder)
         return semantic_hits(q, lambda: self._idf(q), [(s, mems[k]) for k, s in found if k in mems], cal)
 
@@ -516,6 +548,13 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         """
         q, sc, lim, flt = check_query(query), check_scope(scope), check_limit(limit), check_filters(filters)
         rerank = check_flag(rerank, name="rerank")
+        for _ in range(_SEARCH_TRIES):  # again if another process's commit moved a row meanwhile (_fetch_as_ranked)
+            hits, as_ranked = self._hybrid(q, sc, flt, lim, rerank)
+            if as_ranked:
+                break
+        return hits
+
+    def _hybrid(self, q: str, sc: Scope, flt: Mapping[str, Any], lim: int, rerank: bool) -> tuple[list[Hit], bool]:
         pool = max(lim * 4, HYBRID_POOL)
         qv, index, only, found = self._semantic(q, sc, flt, pool)
         cos = dict(found)
@@ -537,15 +576,15 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         fused = [(s, k) for s, k in fuse_pool(cos, kw, cal, cov_kw, lacking, follows, scov) if s > 0.0]
         if not rerank:
             top = fused[:lim]
-            mems = self._fetch([k for _, k in top])
+            mems, as_ranked = self._fetch_as_ranked([k for _, k in top], cos, qv, sc, flt)
         else:  # the opt-in stage re-reads the top candidates (memory/_rerank.py)
             from ._rerank import RERANK_DEPTH, rerank as _rerank
 
             head = fused[: max(lim, RERANK_DEPTH)]
-            mems = self._fetch([k for _, k in head])
+            mems, as_ranked = self._fetch_as_ranked([k for _, k in head], cos, qv, sc, flt)
             texts = {k: m.content for k, m in mems.items()}
-            top = [(s, k) for s, k in _rerank(q, head, cos, kw, texts, self.embedder) if s > 0.0][:lim]
-        return [Hit(mems[k], s) for s, k in top if k in mems]
+            top = [(s, k) for s, k in _rerank(q, [h for h in head if h[1] in mems], cos, kw, texts, self.embedder) if s > 0.0][:lim]
+        return [Hit(mems[k], s) for s, k in top if k in mems], as_ranked
 
     def _successors(self, keys: Iterable[int], sc: Scope, filters: Mapping[str, Any]) -> dict[int, int]:
         """``reply -> key``: for each key that asks something (:func:`~._scoring.asks`), the live memory

@@ -302,8 +302,11 @@ class SQLiteVectorSync:
         """Another process published a graph for this state while we waited for the lock: map it."""
         with self._lock:
             model, epoch = self._index_model or "", self._epoch
-            floor, legacy = _tombstones.snapshot_terms(self._meta())
-        snap = load_snapshot(self.path, model=model, epoch=epoch, with_ann=True, min_rev=floor, legacy_upto=legacy)
+            meta = self._meta()
+            floor, legacy = _tombstones.snapshot_terms(meta)
+        snap = load_snapshot(
+            self.path, model=model, epoch=epoch, with_ann=True, min_rev=floor, legacy_upto=legacy, dimension=int(meta["dimension"])
+        )
         if snap is None or snap[0].ann is None:
             return False
         with self._lock:
@@ -390,7 +393,8 @@ class SQLiteVectorSync:
         model, epoch = meta["embedder"], meta.get("epoch", "0")
         floor, legacy = _tombstones.snapshot_terms(meta)
         snap = load_snapshot(
-            self.path, model=model, epoch=epoch, with_ann=self.ann_threshold is not None, min_rev=floor, legacy_upto=legacy
+            self.path, model=model, epoch=epoch, with_ann=self.ann_threshold is not None, min_rev=floor, legacy_upto=legacy,
+            dimension=int(meta["dimension"]),
         )
         if snap is not None:
             self._index, self._synced_rev = snap

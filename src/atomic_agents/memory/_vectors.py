@@ -45,6 +45,10 @@ ScopeKey = tuple[str, str, str, str]
 
 #: The widest over-fetch asked of the graph before exact search takes over.
 ANN_MAX_K = 4096
+#: More graph candidates than this at one distance are copies of one vector (equal content):
+#: HNSW cannot route through thousands of equal points (they fill each other's neighbour lists,
+#: and a search that walks into them comes back with them, short or wrong), so exact search answers.
+CROWD = 16
 #: Metadata-filter candidate sets up to this size are scored exactly (one gather).
 EXACT_ONLY_MAX = 20_000
 #: Rows written past a read-only (mapped) graph that are scanned exactly before the
@@ -337,12 +341,14 @@ class VectorIndex:
     def _stale_keys(self) -> np.ndarray:
         """Keys of dead rows the graph still holds."""
         dead = self._bk[~self._bl & self._bc]
-        # rows killed while the graph was a read-only map (or a job ran) still sit in it,
-        # unless re-written; so may tail rows killed then
-        dead = np.array([k for k in dead.tolist() if k not in self._row], dtype=np.int64)
+        # rows killed while the graph was a read-only map (or a job ran) still sit in it, unless
+        # re-written into a row that is still live (re-written, then forgotten: the key is dead);
+        # so may tail rows killed then
+        live_row = lambda k: (r := self._row.get(k)) is not None and bool(self._live[r])  # noqa: E731
+        dead = np.array([k for k in dead.tolist() if not live_row(k)], dtype=np.int64)
         n = self._n
         dead_t = self._keys[:n][~self._live[:n] & self._cov[:n]]
-        return np.concatenate([dead, dead_t])
+        return np.unique(np.concatenate([dead, dead_t]))
 
     def save_ann(self, path: Any) -> bool:
         """Write the graph to ``path`` if it holds exactly the live rows; False if there is none."""
@@ -465,7 +471,9 @@ class VectorIndex:
         # rows the graph does not hold (written past a mapped graph): always scanned exactly
         tail = np.flatnonzero(self._live[: self._n] & ~self._cov[: self._n]) if self._uncovered else None
         while k <= ANN_MAX_K:
-            cand = self.ann.search(q, k)
+            cand, dist = self.ann.search_distances(q, k)
+            if len(cand) > CROWD and int(np.unique(dist, return_counts=True)[1].max()) > CROWD:
+                return None
             kb, rb, kt, rt = self._lookup(cand)
             okb = self._ok_b(rb, code, now) & self._bc[rb]
             okt = self._ok_t(rt, code, now) & self._cov[rt]
@@ -476,7 +484,9 @@ class VectorIndex:
             if only_sorted is not None:
                 mb, mt = np.isin(kb, only_sorted), np.isin(kt, only_sorted)
                 kb, rb, kt, rt = kb[mb], rb[mb], kt[mt], rt[mt]
-            if len(kb) + len(kt) >= limit or len(cand) < k:
+            # a short list is "the graph has no more" only when it holds no more: among many equal
+            # vectors HNSW returns fewer than asked while more exist, so ask again, wider (then exact)
+            if len(kb) + len(kt) >= limit or len(cand) >= len(self.ann):
                 keys = np.concatenate([kb, kt])
                 scores = np.concatenate([self._bv[rb] @ q, self._vecs[rt] @ q]).astype(np.float32)
                 return self._top(keys, scores, limit)
@@ -537,5 +547,8 @@ class VectorIndex:
         codes = np.asarray(arrays["scope"], np.int32)
         if len(codes) != len(keys) or (len(codes) and (codes.min() < 1 or codes.max() > len(ix._scope_codes))):
             raise ValueError("bad scope codes in vector snapshot")
-        ix._set_base(keys, vecs, codes, np.asarray(arrays["expires"], np.float64))
+        expires = np.asarray(arrays["expires"], np.float64)
+        if expires.shape != keys.shape:
+            raise ValueError("bad expiry times in vector snapshot")
+        ix._set_base(keys, vecs, codes, expires)
         return ix
