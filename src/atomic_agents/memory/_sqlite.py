@@ -441,11 +441,11 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
                 if filters and not metadata_matches(mem.metadata, filters):
                     continue
                 seen, blob = cosines.get(row[0]), row[-1] if row[-2] == model else None
-                if (seen is None) != (blob is None):
-                    continue
-                if blob is not None and abs(float(np.frombuffer(blob, dtype=np.float32) @ qv) - seen) > _SAME_COSINE:
-                    continue
-                out[row[0]] = mem
+                if seen is None or blob is None:
+                    if seen is None and blob is None:
+                        out[row[0]] = mem
+                elif abs(float(np.frombuffer(blob, dtype=np.float32) @ qv) - seen) <= _SAME_COSINE:
+                    out[row[0]] = mem
         return out, len(out) == len(set(keys))
 
     def _candidates(self, scope: Scope, filters: Mapping[str, Any]) -> list[int]:
