@@ -43,8 +43,28 @@ def read_text(path: str | os.PathLike[str], *, universal_newlines: bool = False)
     return text
 
 
+#: The longest input line :func:`decode_lines` reads from a file or stream (bytes, or characters
+#: of a text stream): far past any record (content and metadata are capped well below), short
+#: of taking the machine's memory on a file without newlines.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+def _bounded(fh: Any, limit: int) -> Iterator[bytes | str | None]:
+    """The lines of ``fh``, each read at most ``limit + 1`` long; ``None`` for a longer one (then skipped to its end)."""
+    while True:
+        raw = fh.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) <= limit or raw[-1:] in (b"\n", "\n"):
+            yield raw
+            continue
+        yield None
+        while raw and raw[-1:] not in (b"\n", "\n"):  # the rest of that line, in pieces of the same bound
+            raw = fh.readline(limit + 1)
+
+
 def decode_lines(
-    lines: Iterable[bytes | str], *, path: str | os.PathLike[str] | None = None
+    lines: Iterable[bytes | str], *, path: str | os.PathLike[str] | None = None, max_line: int | None = None
 ) -> Iterator[tuple[int, str | EncodingError]]:
     """``(line number, text)`` for each line; a line that is not UTF-8 yields its :class:`EncodingError`.
 
@@ -52,9 +72,13 @@ def decode_lines(
     whether to go on (``log query``) or refuse the whole file (``memory import``).
     Text lines (an already-decoding stream such as stdin) pass through; a
     decoding failure of the stream itself is reported at the line it hit.
+    From a file or stream (anything with ``readline``) a line longer than ``max_line``
+    (default :data:`MAX_LINE_BYTES`) is not read into memory: it yields an
+    :class:`EncodingError` (rule ``max-size``) and reading goes on at the next line.
     """
     where = os.fspath(path) if path is not None else None
-    it = iter(lines)
+    limit = MAX_LINE_BYTES if max_line is None else max_line
+    it = iter(_bounded(lines, limit) if hasattr(lines, "readline") else lines)
     n = 0
     while True:
         n += 1
@@ -65,6 +89,9 @@ def decode_lines(
         except UnicodeDecodeError as exc:
             yield n, EncodingError(path=where, line=n, offset=exc.start)
             return  # a text stream that failed to decode cannot be resumed reliably
+        if raw is None:
+            yield n, EncodingError(path=where, line=n, max_line=limit)
+            continue
         if isinstance(raw, str):
             yield n, raw
             continue

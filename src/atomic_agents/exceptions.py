@@ -152,8 +152,14 @@ class EncodingError(FrontmatterParseError):
     'memory/x.md:3: encoding: not UTF-8 (byte offset 40) [utf-8]'
     """
 
-    def __init__(self, *, path: str | Path | None = None, line: int | None = None, offset: int | None = None) -> None:
+    def __init__(
+        self, *, path: str | Path | None = None, line: int | None = None, offset: int | None = None, max_line: int | None = None
+    ) -> None:
         self.offset = offset
+        if max_line is not None:  # an input line longer than its reader reads (``/dev/zero``, a file without newlines)
+            at = f"line {line}: " if line is not None else "a line "
+            super().__init__(f"{at}longer than {max_line} bytes", path=path, line=line, field="encoding", rule="max-size")
+            return
         at = f" (byte offset {offset})" if offset is not None else ""
         super().__init__(f"not UTF-8{at}", path=path, line=line, field="encoding", rule="utf-8")
 

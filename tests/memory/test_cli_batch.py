@@ -298,3 +298,145 @@ def test_recall_jsonl_takes_filter_defaults_from_the_option(capsys: pytest.Captu
     code, out, _ = run(capsys, monkeypatch, "recall", "--jsonl", "-", *SCOPE, "--filter", "goal_id=g2", stdin=queries)
     assert code == 0
     assert [[r["metadata"]["goal_id"] for r in a["results"]] for a in lines(out)] == [["g2"], ["g1"]]
+
+
+# -- hostile input found by review: each a typed error naming the place, nothing written ------
+
+
+@pytest.mark.parametrize("where", ["content", "metadata value", "metadata key", "scope"])
+def test_a_lone_surrogate_is_a_typed_error_naming_line_and_field(
+    calls: list[list[str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str
+) -> None:
+    """``"\\ud800"`` is valid JSON but not text: it was a UnicodeEncodeError traceback from the hash or SQLite."""
+    row = {"content": "fine", "metadata": {"k": "v"}}
+    field = {"content": "content", "metadata value": "metadata", "metadata key": "metadata", "scope": "user_id"}[where]
+    if where == "content":
+        row["content"] = "a\ud800b"
+    elif where == "metadata value":
+        row["metadata"] = {"k": "\ud800"}
+    elif where == "metadata key":
+        row["metadata"] = {"\udfff": 1}
+    else:
+        row["user_id"] = "al\ud800ce"
+    code, out, err = run(capsys, monkeypatch, "remember", "--jsonl", "-", *SCOPE, stdin=jsonl({"content": "first"}, row))
+    assert code == 1 and "Traceback" not in err
+    got = json.loads(out)
+    assert got["error"] == "ValidationError" and got["field"] == field and got["rule"] == "encoding"
+    assert got["message"].startswith("line 2: ")
+    assert not (tmp_path / "memory.db").exists() or SQLiteMemoryStore(tmp_path / "memory.db", embedder=HashingEmbedder()).health().total == 0
+
+
+def test_a_lone_surrogate_in_a_query_or_a_filter_is_a_typed_error(
+    calls: list[list[str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = run(capsys, monkeypatch, "recall", "--jsonl", "-", *SCOPE, stdin=b'{"query": "q\\ud800"}\n')
+    assert code == 1 and "Traceback" not in err and json.loads(out)["field"] == "query" and json.loads(out)["rule"] == "encoding"
+    code, out, err = run(capsys, monkeypatch, "list", *SCOPE, "--filter", '{"k": "\\ud800"}')
+    assert code == 1 and "Traceback" not in err and json.loads(out)["field"] == "filters" and json.loads(out)["rule"] == "encoding"
+
+
+def test_filter_errors_name_the_filters_not_the_metadata(
+    calls: list[list[str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, _ = run(capsys, monkeypatch, "list", *SCOPE, "--filter", "a=NaN")
+    assert code == 1 and json.loads(out)["field"] == "filters" and "metadata" not in json.loads(out)["message"]
+    code, out, _ = run(capsys, monkeypatch, "recall", "--jsonl", "-", *SCOPE, stdin=b'{"query": "x", "filters": {"a": NaN}}\n')
+    assert code == 1 and json.loads(out)["field"] == "filters"
+
+
+def test_a_line_longer_than_the_reader_reads_is_refused_naming_it(
+    calls: list[list[str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A file without newlines (``/dev/zero``) was read whole: a MemoryError traceback, or the machine's memory."""
+    import atomic_agents._text as text
+
+    monkeypatch.setattr(text, "MAX_LINE_BYTES", 1000)
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(jsonl({"content": "first"}) + b"x" * 5000)  # (no newline at all on line 2)
+    code, out, err = run(capsys, monkeypatch, "remember", "--jsonl", str(src), *SCOPE)
+    assert code == 1 and "Traceback" not in err
+    got = json.loads(out)
+    assert got["rule"] == "max-size" and got["message"] == "line 2: longer than 1000 bytes" and got["path"] == str(src)
+    assert not calls  # nothing embedded, nothing stored
+    src.write_bytes(b"x" * 5000)
+    code, out, _ = run(capsys, monkeypatch, "import", str(src))
+    assert code == 1 and json.loads(out)["rule"] == "max-size" and json.loads(out)["message"].startswith("line 1: ")
+
+
+def test_decode_lines_reads_on_after_an_over_long_line() -> None:
+    from atomic_agents._text import decode_lines
+
+    got = list(decode_lines(io.BytesIO(b"a\n" + b"y" * 50 + b"\nb\n"), path="f", max_line=10))
+    assert [n for n, _ in got] == [1, 2, 3] and got[0][1] == "a\n" and got[2][1] == "b\n"
+    assert getattr(got[1][1], "rule", None) == "max-size" and str(got[1][1]).startswith("f:2:")
+
+
+@pytest.mark.parametrize("name", ["hashing-fake-abc", "hashing-fake-0", "hashing-fake-99999999", "hashing-fake-٣"])
+def test_a_bad_fake_width_is_refused_before_the_store_is_touched(
+    calls: list[list[str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str
+) -> None:
+    """``hashing-fake-0`` divided by zero after stamping the new store's model; ``-abc`` was a ValueError traceback."""
+    code, out, err = run(capsys, monkeypatch, "remember", *SCOPE, "--embedder", name, "x")
+    assert code == 1 and "Traceback" not in err and json.loads(out)["field"] == "embedder"
+    assert not (tmp_path / "memory.db").exists()
+
+
+def test_an_unknown_embedder_name_is_not_echoed(calls: list[list[str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err = run(capsys, monkeypatch, "recall", *SCOPE, "--embedder", SECRET, "q")
+    assert code == 1 and SECRET not in out + err
+
+
+def test_import_prints_the_files_model_ids_neither_as_markup_nor_at_all(
+    calls: list[list[str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A model id ``[/oops]`` was read as rich markup: a MarkupError traceback after the rows were committed."""
+    assert run(capsys, monkeypatch, "remember", *SCOPE, "hi")[0] == 0
+    backup = tmp_path / "b.jsonl"
+    assert run(capsys, monkeypatch, "export", "--with-vectors", "-o", str(backup))[0] == 0
+    for model in ("[/oops]", "ghp_" + "a1B2" * 9):  # markup; a GitHub token's shape
+        rows = [json.loads(line) for line in backup.read_text().splitlines()]
+        rows[0]["vector"]["model"] = model
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        monkeypatch.setenv("ATOMIC_AGENTS_DB", str(tmp_path / f"other-{len(model)}.db"))
+        code, out, err = run(capsys, monkeypatch, "import", str(bad))
+        assert code == 0 and json.loads(out)["imported"] == 1 and json.loads(out)["reembedded"] == 1, (out, err)
+        assert "re-embedded 1 memories" in err and "from 1 other model, not" in err and model not in err + out
+
+
+def test_export_names_the_path_it_was_given_when_it_cannot_write_there(
+    calls: list[list[str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert run(capsys, monkeypatch, "remember", *SCOPE, "hi")[0] == 0
+    for target, says in ((tmp_path, "is a folder"), (tmp_path / "no" / "x.jsonl", "does not exist")):
+        code, out, err = run(capsys, monkeypatch, "export", "-o", str(target))
+        got = json.loads(out)
+        assert code == 1 and got["field"] == "output" and says in got["message"] and str(target) in got["message"]
+        assert ".tmp" not in out + err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db", "memory.db-shm", "memory.db-wal"] or not any(
+        p.name.endswith(".tmp") for p in tmp_path.iterdir())
+
+
+def test_export_with_vectors_refuses_a_store_of_another_model_and_counts_what_it_wrote(
+    calls: list[list[str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The backup carried no vector at all, silently, when the embedder named was not the store's."""
+    assert run(capsys, monkeypatch, "remember", *SCOPE, "one")[0] == 0
+    assert run(capsys, monkeypatch, "remember", *SCOPE, "two")[0] == 0
+    code, out, _ = run(capsys, monkeypatch, "export", "--with-vectors", "-o", str(tmp_path / "b.jsonl"))
+    assert code == 0 and json.loads(out)["vectors"] == 2 and json.loads(out)["exported"] == 2
+    code, out, err = run(capsys, monkeypatch, "export", "--with-vectors", "--embedder", "hashing-fake-64", "-o", str(tmp_path / "c.jsonl"))
+    assert code == 1 and json.loads(out)["error"] == "EmbedderMismatchError" and not (tmp_path / "c.jsonl").exists()
+
+
+def test_health_names_the_database_file_itself(
+    calls: list[list[str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """As a daemon for it names it (it serves the resolved file), so both answers are the same bytes."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ATOMIC_AGENTS_DB", "link/m.db")
+    assert run(capsys, monkeypatch, "remember", *SCOPE, "hi")[0] == 0
+    code, out, _ = run(capsys, monkeypatch, "health")
+    assert code == 0 and json.loads(out)["path"] == str((tmp_path / "real" / "m.db").resolve())

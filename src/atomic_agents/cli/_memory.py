@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,6 +77,10 @@ LegacyFilters = Annotated[
     str | None,
     typer.Option("--filters", metavar="JSON", hidden=True, help="Old spelling of --filter JSON.", show_default=False),
 ]
+
+
+#: What a model id looks like (``all-MiniLM-L6-v2-onnx-int8``, ``org/model:rev``): named back, anything else counted.
+_MODEL_ID = re.compile(r"[\w.+/:@-]{1,128}", re.ASCII)
 
 
 @contextlib.contextmanager
@@ -416,7 +422,10 @@ def health(
 
     with _store(embeds=True) as store:
         data = store.health()
-    emit({**json.loads(json.dumps(data.__dict__)), "version": __version__}, True)
+    out = json.loads(json.dumps(data.__dict__))
+    if data.backend == "sqlite" and data.path:  # the file itself, as a daemon for it names it (symlinks resolved)
+        out["path"] = os.path.realpath(data.path)
+    emit({**out, "version": __version__}, True)
 
 
 @app.command()
@@ -443,13 +452,14 @@ def export(
 
     scope = ScopeFilter(agent_id, user_id, org_id, workspace_id)
     # With vectors, the store's model id labels them: the embedder the options name (never loaded here).
+    details: dict[str, Any] = {}
     with _store(embeds=with_vectors) as store:
         if output is None:
-            n = export_jsonl(store, sys.stdout, scope, with_vectors=with_vectors)
-            err_console().print(f"exported {n} memories")
+            n = export_jsonl(store, sys.stdout, scope, with_vectors=with_vectors, details=details)
+            err_console().print(f"exported {n} memories" + (f", {details['vectors']} with vectors" if with_vectors else ""))
             return
-        n = export_jsonl(store, output, scope, with_vectors=with_vectors)
-    emit({"status": "ok", "exported": n, "path": str(output)}, True)
+        n = export_jsonl(store, output, scope, with_vectors=with_vectors, details=details)
+    emit({"status": "ok", "exported": n, "path": str(output), **({"vectors": details["vectors"]} if with_vectors else {})}, True)
 
 
 @app.command("import")
@@ -468,9 +478,14 @@ def import_(
     out: dict[str, Any] = {"status": "ok", "imported": imported, "skipped": skipped}
     if details.get("with_vectors"):  # the file carried vectors: say whether they were used
         out.update(vectors_reused=details["vectors_reused"], reembedded=details["reembedded"])
-        if details["other_models"]:
-            err_console().print(f"the export's vectors are from {', '.join(details['other_models'])}, not this store's "
-                                f"{model}: re-embedded {details['reembedded']} memories")
+        if details["other_models"]:  # the file's text: never read as markup, named only if it looks like a model id
+            from ..memory._secrets import find_secret
+
+            named = [m for m in details["other_models"] if _MODEL_ID.fullmatch(m) and find_secret(m) is None]
+            n = len(details["other_models"])
+            others = ", ".join(named) if len(named) == n else f"{n} other model{'s' if n > 1 else ''}"
+            err_console().print(f"the export's vectors are from {others}, not this store's {model}: "
+                                f"re-embedded {details['reembedded']} memories", markup=False)  # fmt: skip
     emit(out, True)
 
 

@@ -375,15 +375,25 @@ class MiniLMEmbedder(BaseEmbedder):
 _NAMES = {"minilm": MiniLMEmbedder, "all-minilm-l6-v2-onnx-int8": MiniLMEmbedder, "hashing": HashingEmbedder}
 
 
+#: The widest ``hashing-fake-N`` :func:`embedder_from_name` builds (the default model's is 384).
+MAX_FAKE_DIMENSION = 4096
+
+
 def embedder_from_name(name: str) -> BaseEmbedder:
     """``"minilm"`` (the default model) or ``"hashing"`` (the fake)."""
-    key = name.strip().lower()
-    if key.startswith("hashing-fake-"):
-        return HashingEmbedder(int(key.rsplit("-", 1)[1]))
-    if key not in _NAMES:
-        from ..exceptions import ValidationError
+    from ..exceptions import ValidationError
 
-        raise ValidationError(f"unknown embedder {name!r}; choose minilm or hashing", field="embedder", rule="choice")
+    key = name.strip().lower()
+    if key.startswith("hashing-fake-"):  # the fake at another width (a store made by a test at that width)
+        width = key.rsplit("-", 1)[1]
+        if not (width.isascii() and width.isdigit() and 1 <= int(width) <= MAX_FAKE_DIMENSION):
+            raise ValidationError(
+                f"hashing-fake-N needs a width N from 1 to {MAX_FAKE_DIMENSION}", field="embedder", rule="choice"
+            )
+        return HashingEmbedder(int(width))
+    if key not in _NAMES:
+        # (the name is not echoed: it may be a pasted token)
+        raise ValidationError("unknown embedder; choose minilm or hashing", field="embedder", rule="choice")
     return _NAMES[key]()
 
 

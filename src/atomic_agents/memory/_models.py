@@ -49,6 +49,18 @@ _DEFAULT_ORG = "default"
 _DEFAULT_WORKSPACE = "default"
 
 
+def _check_utf8(value: str, name: str) -> str:
+    """Refuse a string that is not text: a lone surrogate (``"\\ud800"`` in JSON) cannot be stored or indexed."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            f"{name} holds a lone surrogate (U+{ord(value[exc.start]):04X}) at character {exc.start}: not UTF-8 text",
+            field=name, rule="encoding",
+        ) from None  # fmt: skip
+    return value
+
+
 def _scope_value(name: str, value: object, *, required: bool) -> str | None:
     if value is None:
         if required:
@@ -58,7 +70,7 @@ def _scope_value(name: str, value: object, *, required: bool) -> str | None:
         raise ValidationError(f"{name} must be a non-empty string", field=name, rule="scope")
     if len(value) > _MAX_SCOPE_CHARS or "\x00" in value:
         raise ValidationError(f"{name} is too long or has a NUL byte", field=name, rule="scope")
-    return value
+    return _check_utf8(value, name)
 
 
 @dataclass(frozen=True)
@@ -342,25 +354,24 @@ def check_content(content: object) -> str:
         )
     if "\x00" in content:
         raise ValidationError("content has a NUL byte", field="content", rule="type")
-    return content
+    return _check_utf8(content, "content")
 
 
-def check_metadata(metadata: object) -> dict[str, Any]:
+def check_metadata(metadata: object, *, field: str = "metadata") -> dict[str, Any]:
+    """A JSON-normalised copy of ``metadata``; errors name ``field`` (``filters`` when it checks those)."""
     import json
 
     if metadata is None:
         return {}
     if not isinstance(metadata, Mapping):
-        raise ValidationError("metadata must be a JSON object", field="metadata", rule="type")
-    _check_shape(metadata)
+        raise ValidationError(f"{field} must be a JSON object", field=field, rule="type")
+    _check_shape(metadata, field)
     try:
         text = json.dumps(metadata, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise ValidationError(f"metadata is not plain JSON: {exc}", field="metadata", rule="type") from exc
-    if len(text.encode("utf-8")) > MAX_METADATA_BYTES:
-        raise ValidationError(
-            f"metadata is over {MAX_METADATA_BYTES} bytes as JSON", field="metadata", rule="max-size"
-        )
+        raise ValidationError(f"{field} is not plain JSON: {exc}", field=field, rule="type") from exc
+    if len(_check_utf8(text, field).encode("utf-8")) > MAX_METADATA_BYTES:
+        raise ValidationError(f"{field} is over {MAX_METADATA_BYTES} bytes as JSON", field=field, rule="max-size")
     return json.loads(text)  # a deep, JSON-normalised copy: the caller's dict stays theirs
 
 
@@ -400,7 +411,7 @@ def check_query(query: object) -> str:
         raise ValidationError("query is empty", field="query", rule="required")
     if len(query) > MAX_CONTENT_CHARS:
         raise ValidationError("query is too long", field="query", rule="max-size")
-    return query
+    return _check_utf8(query, "query")
 
 
 def check_ttl(ttl_ms: object) -> int | None:
@@ -418,8 +429,7 @@ def check_filters(filters: object) -> dict[str, Any]:
         return {}
     if not isinstance(filters, Mapping) or not all(isinstance(k, str) and k for k in filters):
         raise ValidationError("filters must map metadata keys to values", field="filters", rule="type")
-    _check_shape(filters, "filters")
-    return check_metadata(filters)
+    return check_metadata(filters, field="filters")
 
 
 def check_id(memory_id: object) -> str:

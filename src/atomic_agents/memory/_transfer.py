@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from .._text import decode_lines, parse_json
-from ..exceptions import EncodingError, NotFoundError, SecretRejectedError, ValidationError
+from ..exceptions import EmbedderMismatchError, EncodingError, NotFoundError, SecretRejectedError, StoreError, ValidationError
 from ._base import check_scope_filter
 from ._embed import content_hash
 from ._models import Memory, ScopeFilter
@@ -49,31 +49,53 @@ def export_jsonl(
     scope: ScopeFilter | None = None,
     *,
     with_vectors: bool = False,
+    details: dict[str, Any] | None = None,
 ) -> int:
     """Write every memory in ``scope`` to ``target`` (path or text file); returns the count.
 
-    A path is written to a temporary file and renamed, so a crash never leaves half a backup.
-    ``with_vectors``: add each memory's vector (see the module doc).
+    A path is written to a temporary file beside it and renamed, so a crash never leaves half
+    a backup; a path that is a folder, or whose folder does not exist, is a ``ValidationError``
+    naming it, and a failed write a ``StoreError`` naming it (not the temporary file).
+    ``with_vectors``: add each memory's vector (see the module doc). Vectors are those of
+    the store's model, so a store whose vectors come from another model than its embedder's
+    is refused (``EmbedderMismatchError``): the backup would carry none and silently re-embed
+    everything on restore. ``details`` (a dict) gets ``vectors``: how many lines carry one.
     """
     sf = check_scope_filter(scope)
+    if with_vectors:
+        stored = store.health().stored_embedder
+        if stored is not None and stored != store.embedder.model_id:
+            raise EmbedderMismatchError(
+                f"this store's vectors come from {stored!r}, not {store.embedder.model_id!r}: export them with "
+                f"--embedder naming that model, or run `atomic-agents memory reindex` first",
+                stored=stored, current=store.embedder.model_id,
+            )  # fmt: skip
+    out = details if details is not None else {}
     if hasattr(target, "write"):
-        return _write(store, target, sf, with_vectors)  # type: ignore[arg-type]
+        return _write(store, target, sf, with_vectors, out)  # type: ignore[arg-type]
     path = Path(target)
+    if path.is_dir():
+        raise ValidationError(f"{path}: is a folder; name the file to write", field="output", rule="path")
+    if not path.parent.is_dir():
+        raise ValidationError(f"{path}: its folder {path.parent} does not exist", field="output", rule="path")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
-            n = _write(store, fh, sf, with_vectors)
+            n = _write(store, fh, sf, with_vectors, out)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
     finally:
         if tmp.exists():
             tmp.unlink()
     return n
 
 
-def _write(store: MemoryStore, fh: IO[str], scope: ScopeFilter, with_vectors: bool = False) -> int:
+def _write(store: MemoryStore, fh: IO[str], scope: ScopeFilter, with_vectors: bool, details: dict[str, Any]) -> int:
     n = 0
+    details["vectors"] = 0
     if not with_vectors:
         for mem in store.dump(scope):
             fh.write(json.dumps(mem.to_dict(), ensure_ascii=False) + "\n")
@@ -88,6 +110,7 @@ def _write(store: MemoryStore, fh: IO[str], scope: ScopeFilter, with_vectors: bo
             row: dict[str, Any] = mem.to_dict()
             vec = vecs.get(mem.id)
             if vec is not None:
+                details["vectors"] += 1
                 row["vector"] = {"model": model, "dimension": dim, "content_hash": content_hash(mem.content),
                                  "f32": base64.b64encode(np.asarray(vec, dtype="<f4").tobytes()).decode("ascii")}
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
