@@ -16,9 +16,17 @@ command in-process, as without a daemon. Once a command has been sent, a daemon 
 dies before answering is reported (a write may or may not have happened), except for
 read-only commands, which simply run again in-process.
 
+Stdin is sent only when the command reads it (:func:`reads_stdin`: the ``-`` of a text
+option, its first argument or ``--jsonl``), and read to its end before connecting: a
+slow writer keeps neither the daemon (one request at a time) nor its time limit
+waiting. A line naming a file of the client process itself (``/dev/stdin``,
+``/dev/fd/N``) runs in-process, where that file is the one meant.
+
 Wire format (same user, same Python: ``marshal``): frames of an 8-byte big-endian
 length and a payload. Client: a hello (a dict), then the stdin bytes; daemon: an
 acknowledgement (a dict), then ``{"code": n}``, the stdout bytes and the stderr bytes.
+The daemon runs the command only once the stdin frame is whole: a client that cannot
+send it knows nothing ran (and runs it in-process).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import marshal
 import os
 import stat
 import sys
+import time
 TYPE_CHECKING = False  # typing stays unimported (the warm path)
 if TYPE_CHECKING:
     from typing import Any
@@ -35,7 +44,8 @@ import _socket
 
 from . import __version__
 
-__all__ = ["OTHER", "ROUTED", "daemon_key", "lock_path", "resolve_db", "runtime_dir", "socket_path", "try_daemon"]
+__all__ = ["OTHER", "ROUTED", "daemon_key", "lock_path", "names_own_file", "reads_stdin", "resolve_db", "runtime_dir",
+           "socket_path", "try_daemon"]
 
 PROTOCOL = 1
 #: The memory commands the daemon runs (export/import/reindex stream files or draw progress bars: in-process).
@@ -126,7 +136,13 @@ def _value(args: list[str], i: int) -> tuple[str | None, int]:
 
 
 def resolve_db(args: list[str], env: dict[str, str] | os._Environ[str], cwd: str) -> tuple[str, str] | None:
-    """``(command, absolute database path)`` for a routed line, or ``None`` to run in-process.
+    """``(command, absolute database path)`` for a routed line, or ``None`` to run in-process (see :func:`_resolve`)."""
+    got = _resolve(args, env, cwd)
+    return None if got is None else got[:2]
+
+
+def _resolve(args: list[str], env: dict[str, str] | os._Environ[str], cwd: str) -> tuple[str, str, int] | None:
+    """``(command, absolute database path, index of the command's first own argument)``, or ``None`` to run in-process.
 
     Routed: ``memory <command>`` (``command`` is its name), ``context AGENT`` and ``vault
     search AGENT QUERY`` (``"context"``, ``"vault search"``). Precedence as in
@@ -172,6 +188,7 @@ def resolve_db(args: list[str], env: dict[str, str] | os._Environ[str], cwd: str
                 return None
             command, flags = "vault search", OTHER["vault search"]
         i += 1
+    start = i
     own: dict[str, str] = {}
     while i < len(args):
         tok = args[i]
@@ -201,7 +218,88 @@ def resolve_db(args: list[str], env: dict[str, str] | os._Environ[str], cwd: str
         db = os.path.join(base, "_memory", "memory.db")
     if not db or "://" in db:
         return None
-    return command, os.path.realpath(os.path.join(cwd, db))
+    return command, os.path.realpath(os.path.join(cwd, db)), start
+
+
+#: The routed commands that read stdin, and what makes them read it (cli/_memory.py): the option naming the
+#: text (``CONTENT`` / ``QUERY``; given, it wins over the first positional argument, as ``_text`` reads them)
+#: or that first positional argument, when it is ``-``. ``context`` and ``vault search`` never read stdin.
+_STDIN_TEXT = {
+    "remember": ("--content", "--fact"),
+    "recall": ("--query", "--topic"),
+    "search": ("--keywords", "--query", "--topic"),
+    "search-semantic": ("--query", "--topic"),
+    "search-hybrid": ("--query", "--topic"),
+}
+#: The commands with ``--jsonl FILE|-``: given, it is all they read (with a text too, they refuse the line unread).
+_JSONL = {"remember": ("--content", "--fact", "--metadata"), "recall": ("--query", "--topic")}
+
+
+def reads_stdin(command: str, args: list[str]) -> bool:
+    """Whether ``command`` with its own arguments ``args`` reads stdin, as click parses them.
+
+    Only then is stdin read and sent: a ``-`` that is the value of another option
+    (``--agent-id -``) must not make the client wait for the end of a stdin the
+    command never reads. ``--x=-`` is ``--x -``. A line click refuses reads nothing.
+    """
+    text_opts = _STDIN_TEXT.get(command)
+    if text_opts is None:
+        return False
+    exclusive = _JSONL.get(command, ())
+    option = jsonl = positional = None
+    given: set[str] = set()
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        if tok == "--":  # the rest are arguments
+            if positional is None and i + 1 < len(args):
+                positional = args[i + 1]
+            break
+        if tok.startswith("-") and tok != "-":  # an option (click takes the next token as its value, whatever it is)
+            name = tok.partition("=")[0]
+            if name in _FLAGS:
+                i += 1
+                continue
+            val, i = _value(args, i)
+            given.add(name)
+            if name in text_opts:
+                option = val
+            elif name == "--jsonl" and exclusive:
+                jsonl = val
+            continue
+        if positional is None:
+            positional = tok
+        i += 1
+    if jsonl is not None:
+        return jsonl == "-" and positional is None and not given & set(exclusive)
+    return (option if option is not None else positional) == "-"
+
+
+#: Files that are the opening process's own (its stdin, its descriptors): opened in the daemon they would be
+#: the daemon's (stdin /dev/null), so a line naming one (``--jsonl /dev/stdin``, ``--jsonl <(cmd)``) runs in-process.
+_OWN_FILES = ("/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/self/", "/proc/thread-self/")
+
+
+def names_own_file(args: list[str], cwd: str) -> bool:
+    """Whether an argument (or the value of a ``--x=value``) is a path to one of this process's own files.
+
+    By name and, through symlinks (``/dev/stdin`` -> ``/proc/self/fd/0``, a link to it), by where it leads.
+    """
+    mine = f"/proc/{os.getpid()}/"
+    for tok in args:
+        for val in (tok, tok.partition("=")[2]) if tok.startswith("--") else (tok,):
+            if "/" not in val or len(val) > 4096:  # not a path, or longer than one can be
+                continue
+            path = os.path.normpath(os.path.join(cwd, val))
+            if path.startswith(_OWN_FILES) or path + "/" in _OWN_FILES:
+                return True
+            try:
+                real = os.path.realpath(path)
+            except (OSError, ValueError):  # pragma: no cover
+                continue
+            if real.startswith(_OWN_FILES) or real.startswith(mine) or real + "/" == mine:
+                return True
+    return False
 
 
 def _frame(data: bytes) -> bytes:
@@ -212,9 +310,14 @@ def send(sock: Any, obj: Any) -> None:
     sock.sendall(_frame(obj if isinstance(obj, bytes) else marshal.dumps(obj)))
 
 
-def _recv_exact(sock: Any, n: int) -> bytes:
+def _recv_exact(sock: Any, n: int, deadline: float | None = None) -> bytes:
     parts, got = [], 0
     while got < n:
+        if deadline is not None:  # one limit for the whole frame, not per chunk (a trickle cannot stretch it)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the frame did not arrive in time")
+            sock.settimeout(left)
         chunk = sock.recv(min(n - got, 1 << 20))
         if not chunk:
             raise ConnectionError("the daemon closed the connection")
@@ -223,15 +326,16 @@ def _recv_exact(sock: Any, n: int) -> bytes:
     return b"".join(parts)
 
 
-def recv_bytes(sock: Any) -> bytes:
-    n = int.from_bytes(_recv_exact(sock, 8), "big")
+def recv_bytes(sock: Any, deadline: float | None = None) -> bytes:
+    """One frame's payload; ``deadline`` (``time.monotonic()``): all of it by then, else ``TimeoutError``."""
+    n = int.from_bytes(_recv_exact(sock, 8, deadline), "big")
     if n > _MAX_FRAME:
         raise ConnectionError("frame too large")
-    return _recv_exact(sock, n)
+    return _recv_exact(sock, n, deadline)
 
 
-def recv(sock: Any) -> Any:
-    return marshal.loads(recv_bytes(sock))
+def recv(sock: Any, deadline: float | None = None) -> Any:
+    return marshal.loads(recv_bytes(sock, deadline))
 
 
 def connect(path: str, timeout: float = CONNECT_TIMEOUT) -> Any:
@@ -282,19 +386,41 @@ def remove_if_stale(path: str) -> bool:
             os.close(fd)
 
 
-def request(path: str, hello: dict[str, Any], timeout: float = CONNECT_TIMEOUT) -> dict[str, Any] | None:
-    """One control request (``status``, ``stop``) to the daemon at ``path``; ``None`` if none answers."""
+def request(path: str, hello: dict[str, Any], timeout: float = CONNECT_TIMEOUT,
+            reply_timeout: float | None = None) -> dict[str, Any] | None:
+    """One control request (``status``, ``stop``) to the daemon at ``path``; ``None`` if no daemon is there.
+
+    A daemon that takes the connection but does not answer within ``reply_timeout``
+    (default ``timeout``) is running, busy with another request (it serves one at a
+    time): ``{"running": True, "busy": True, "pid": ...}`` (its pid from the socket's
+    peer credentials, ``None`` where the OS does not tell), not "no daemon".
+    """
     sock = connect(path, timeout)
     if sock is None:
         return None
     try:
         send(sock, hello)
+        sock.settimeout(timeout if reply_timeout is None else reply_timeout)
         reply = recv(sock)
         return reply if isinstance(reply, dict) else None
+    except TimeoutError:
+        return {"running": True, "busy": True, "pid": _peer_pid(sock)}
     except (OSError, ValueError, EOFError, TypeError):
         return None
     finally:
         sock.close()
+
+
+def _peer_pid(sock: Any) -> int | None:
+    """The pid of the process listening at the other end (Linux ``SO_PEERCRED``), else ``None``."""
+    opt = getattr(_socket, "SO_PEERCRED", None)
+    if opt is None:  # pragma: no cover - not Linux
+        return None
+    try:
+        pid = int.from_bytes(sock.getsockopt(_socket.SOL_SOCKET, opt, 12)[:4], sys.byteorder, signed=True)
+    except OSError:  # pragma: no cover
+        return None
+    return pid if pid > 0 else None
 
 
 def _stream_info(stream: Any) -> tuple[str, str]:
@@ -317,23 +443,44 @@ def try_daemon(args: list[str]) -> int | None:
         cwd = os.getcwd()
     except OSError:
         return None
-    routed = resolve_db(args, os.environ, cwd)
+    routed = _resolve(args, os.environ, cwd)
     if routed is None:
         return None
-    command, db = routed
-    reads_stdin = command not in OTHER and "-" in args  # `context`/`vault search` never read stdin
-    if reads_stdin and sys.stdin is None:
+    command, db, start = routed
+    if names_own_file(args, cwd):  # /dev/stdin, /dev/fd/N...: the daemon would open its own
         return None
-    sock = connect(socket_path(db))
+    reads = reads_stdin(command, args[start:])
+    if reads and sys.stdin is None:
+        return None
+    path = socket_path(db)
+    if not owned(path, folder=False):  # no daemon (the common case): stdin is left to the command
+        return None
+    data = b""
+    if reads:  # all of it before connecting: however slowly it comes, the daemon is not kept waiting (or timed out)
+        try:
+            data = sys.stdin.buffer.read()
+        except (OSError, ValueError, AttributeError):
+            return None  # in-process meets the same stdin, and reports it as it always has
+    sock = connect(path)
     if sock is None:
-        return None
+        return _in_process(data if reads else None)
     try:
-        return _exchange(sock, args, cwd, command, reads_stdin)
+        return _exchange(sock, args, cwd, command, data if reads else None)
     finally:
         sock.close()
 
 
-def _exchange(sock: Any, args: list[str], cwd: str, command: str, reads_stdin: bool) -> int | None:
+def _in_process(stdin: bytes | None) -> int | None:
+    """Give up on the daemon (``None``): the command runs in-process, on the stdin read here (``None``: none was)."""
+    if stdin is not None:
+        import io
+
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding=sys.stdin.encoding, errors=sys.stdin.errors,
+                                     newline="\n")
+    return None
+
+
+def _exchange(sock: Any, args: list[str], cwd: str, command: str, stdin: bytes | None) -> int | None:
     hello = {
         "op": "run",
         "key": daemon_key(),
@@ -349,27 +496,22 @@ def _exchange(sock: Any, args: list[str], cwd: str, command: str, reads_stdin: b
         send(sock, hello)
         ack = recv(sock)
     except (OSError, ValueError, EOFError, TypeError):
-        return None
+        return _in_process(stdin)
     if not isinstance(ack, dict) or not ack.get("ok"):
-        return None  # another version, another environment: in-process
-    try:
-        data = sys.stdin.buffer.read() if reads_stdin else b""
-    except (OSError, ValueError, AttributeError):
-        return None  # in-process meets the same stdin, and reports it as it always has
+        return _in_process(stdin)  # another version, another environment: in-process
     try:
         sock.settimeout(REPLY_TIMEOUT)
-        send(sock, data)
+        # The daemon runs the command only once this frame is whole: if it cannot be sent, nothing ran.
+        send(sock, stdin or b"")
+    except (OSError, ValueError):
+        return _in_process(stdin)
+    try:
         reply = recv(sock)
         out, err = recv_bytes(sock), recv_bytes(sock)
         code = int(reply["code"])
     except (OSError, ValueError, EOFError, TypeError, KeyError):
         if command in READ_ONLY:  # nothing was changed: run it here (stdin as it was read)
-            if reads_stdin:
-                import io
-
-                sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding=sys.stdin.encoding, errors=sys.stdin.errors,
-                                             newline="\n")
-            return None
+            return _in_process(stdin)
         sys.stderr.write("error: the memory daemon stopped before answering; the command may or may not have "
                          "taken effect (check, then run it again)\n")
         return 1

@@ -605,3 +605,252 @@ def test_resolve_db_for_context_and_vault_search(tmp_path: Path) -> None:
                  ["context", "a", "--db", "postgresql://u@h/x"], ["context", "a", "--db"], ["team", "context"]):
         assert db(*line) is None, line
     assert db("memory", "--db", "m.db", "list") == ("list", f"{cwd}/m.db")  # the memory group as before
+
+
+# --------------------------------------------------------- stdin and a busy daemon
+def _popen(e: Env, *args: str) -> subprocess.Popen[bytes]:
+    """A command with its stdin a pipe this test writes (and closes) when it wants."""
+    return subprocess.Popen([sys.executable, "-m", "atomic_agents.cli", *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e.env, cwd=e.tmp)
+
+
+def _contents(e: Env) -> list[str]:
+    code, out, err = e.mem("list", *SCOPE, daemon=False)
+    assert code == 0, err
+    return [m["content"] for m in json.loads(out)["memories"]]
+
+
+def test_stdin_as_opt_equals_dash_and_as_a_path_naming_stdin(env: Env) -> None:
+    """``--jsonl=-`` (and ``--content=-``, ``--query=-``) send stdin; ``/dev/stdin`` and kin run in-process.
+
+    The client sent stdin only for an argument exactly ``-``: ``--jsonl=-`` reached the
+    daemon with an empty stdin, and ``--jsonl /dev/stdin`` was opened in the daemon,
+    whose stdin is /dev/null: nothing stored, exit 0.
+    """
+    env.start()
+    served = env.requests()
+    for args, stdin in ((["--jsonl=-"], b'{"content": "alpha jsonl"}\n'), (["--content=-"], b"alpha content\n"),
+                        (["--fact=-"], b"alpha fact")):
+        code, out, err = env.mem("remember", *SCOPE, *args, stdin=stdin)
+        assert code == 0 and err == b"" and json.loads(out)["status"] == "remembered", args
+    assert env.requests() - served == 3  # through the daemon, stdin sent
+    assert _contents(env) == ["alpha jsonl", "alpha content\n", "alpha fact"]
+    for cmd in ("recall", "search", "search-hybrid"):
+        line = [cmd, *SCOPE, "--query=-", "--limit", "2"]
+        assert env.mem(*line, stdin=b"alpha content") == env.mem(*line, stdin=b"alpha content", daemon=False), cmd
+    recall = ["recall", *SCOPE, "--jsonl=-"]
+    assert env.mem(*recall, stdin=b'{"query": "fact"}\n') == env.mem(*recall, stdin=b'{"query": "fact"}\n', daemon=False)
+    served = env.requests()
+    for n, args in enumerate((["--jsonl", "/dev/stdin"], ["--jsonl", "/dev/fd/0"], ["--jsonl", "/proc/self/fd/0"],
+                              ["--jsonl=/dev/stdin"], ["--jsonl", "//dev/./stdin"])):
+        code, out, err = env.mem("remember", *SCOPE, *args, stdin=f'{{"content": "path {n}"}}\n'.encode())
+        assert code == 0 and err == b"" and json.loads(out)["status"] == "remembered", args
+    link = env.tmp / "in.jsonl"
+    link.symlink_to("/dev/stdin")  # a link to it is stdin too
+    assert env.mem("remember", *SCOPE, "--jsonl", str(link), stdin=b'{"content": "path 5"}\n')[0] == 0
+    assert env.requests() == served  # each ran in-process, where the file is the client's stdin
+    assert _contents(env)[3:] == [f"path {n}" for n in range(6)]
+
+
+def test_reads_stdin_only_for_the_dash_a_command_reads() -> None:
+    for command, args, want in [
+        ("remember", ["--content", "-"], True), ("remember", ["--content=-"], True), ("remember", ["-"], True),
+        ("remember", ["--jsonl=-", "--agent-id", "a"], True), ("remember", ["--", "-"], True),
+        ("remember", ["--agent-id", "-", "--user-id", "u", "text"], False),
+        ("remember", ["--content", "x", "-"], False),  # the option wins over the argument (cli/_memory.py _text)
+        ("remember", ["-", "--content", "x"], False),
+        ("remember", ["--jsonl", "f.jsonl", "--content", "-"], False),  # --jsonl is all that is read
+        ("remember", ["--jsonl", "-", "--metadata", "{}"], False),  # refused, unread
+        ("recall", ["--query", "-"], True), ("recall", ["--topic=-"], True), ("recall", ["--jsonl", "-"], True),
+        ("recall", ["--agent-id", "-", "q"], False), ("recall", ["--filter", "-", "q"], False),
+        ("recall", ["--query", "--", "-"], False),  # "--" is --query's value: "-" is an extra argument
+        ("search", ["--keywords", "-"], True), ("search", ["--jsonl", "-", "q"], False),
+        ("search-hybrid", ["--rerank", "-"], True), ("search-semantic", ["--limit", "-", "q"], False),
+        ("list", ["--agent-id", "-", "--user-id", "-"], False), ("get", ["-"], False), ("forget", ["-"], False),
+        ("edit", ["x", "--content", "-"], False),  # edit's --content is the text itself
+        ("context", ["-", "--query", "-"], False), ("vault search", ["a", "-"], False),
+    ]:
+        assert client.reads_stdin(command, args) is want, (command, args)
+
+
+def test_a_dash_that_is_an_option_value_does_not_wait_for_stdin(env: Env) -> None:
+    """``memory list --agent-id -`` reads no stdin: it answered only once stdin closed (``< <(sleep 6)``: 6 s)."""
+    env.start()
+    served = env.requests()
+    line = ["memory", "--db", str(env.db), "list", "--agent-id", "-", "--user-id", "-"]
+    p = _popen(env, *line)
+    try:
+        deadline = time.monotonic() + 20
+        while p.poll() is None and time.monotonic() < deadline:  # its stdin stays open all along
+            time.sleep(0.05)
+        assert p.returncode == 0, "still waiting for the end of a stdin it never reads"
+        assert p.stdout is not None and p.stderr is not None
+        out, err = p.stdout.read(), p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        for f in (p.stdin, p.stdout, p.stderr):
+            if f is not None:
+                f.close()
+    assert (0, out, err) == env.mem("list", "--agent-id", "-", "--user-id", "-", daemon=False)
+    assert env.requests() - served == 1
+
+
+def test_slow_stdin_neither_holds_the_daemon_nor_fails_the_write(env: Env) -> None:
+    """Stdin written slowly (here: held open while other commands run) is read before the client connects.
+
+    The client connected, sent its hello and then read stdin: the daemon (one request at a
+    time) waited for it, everyone else ran in-process, and past the daemon's 30 s the write
+    failed with "may or may not have taken effect" although nothing ran.
+    """
+    env.start()
+    served = env.requests()
+    p = _popen(env, "memory", "--db", str(env.db), "remember", *SCOPE, "--content", "-")
+    try:
+        assert p.stdin is not None
+        p.stdin.write(b"slow ")
+        p.stdin.flush()
+        time.sleep(1.0)  # the client is waiting on its stdin
+        code, out, err = env.mem("list", *SCOPE)
+        assert code == 0 and json.loads(out) == {"memories": []}, err
+        code, data = env.status()
+        assert code == 0 and not data.get("busy")
+        assert data["requests"] - served == 1  # the list went through the daemon: nobody holds it
+        p.stdin.write(b"writer")
+        p.stdin.close()
+        assert p.wait(timeout=60) == 0
+        assert p.stdout is not None and p.stderr is not None
+        out, err = p.stdout.read(), p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        for f in (p.stdout, p.stderr):
+            if f is not None:
+                f.close()
+    assert err == b"" and json.loads(out)["status"] == "remembered"
+    assert _contents(env) == ["slow writer"]
+    assert env.requests() - served == 2
+
+
+def test_the_daemon_drops_a_client_that_never_sends_its_whole_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One deadline for the whole request: a client trickling bytes cannot hold the daemon (one at a time) forever."""
+    import threading
+
+    monkeypatch.setattr(_daemon, "RECEIVE_TIMEOUT", 0.5)
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    stop = threading.Event()
+
+    def trickle() -> None:  # the frame's length, then one byte per 0.1 s (each recv alone well within any limit)
+        try:
+            b.sendall((100).to_bytes(8, "big"))
+            while not stop.wait(0.1):
+                b.sendall(b"x")
+        except OSError:
+            pass
+
+    t = threading.Thread(target=trickle, daemon=True)
+    t.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError):
+            _daemon._handle(a, None, os.getuid())  # type: ignore[arg-type]
+    finally:
+        stop.set()
+        t.join()
+        a.close()
+        b.close()
+    assert time.monotonic() - t0 < 3
+
+
+class _ClosingDaemon:
+    """A fake daemon that acknowledges a command and closes before it could receive the stdin frame."""
+
+    def __init__(self, path: str) -> None:
+        import threading
+
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(path)
+        self.server.listen(4)
+        self.seen = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                client.recv(conn)
+                self.seen += 1
+                conn.shutdown(socket.SHUT_RD)  # gone for what follows: the client's stdin frame cannot be sent
+                client.send(conn, {"ok": True})
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_a_request_the_daemon_did_not_receive_whole_runs_in_process(env: Env) -> None:
+    """A stdin frame that cannot be sent means nothing ran: the write runs in-process, not "may or may not"."""
+    fake = _ClosingDaemon(env.sock)
+    try:
+        code, out, err = env.mem("remember", *SCOPE, "--content", "-", stdin=b"written once\n")
+        assert fake.seen == 1  # it was offered to the "daemon" first
+        assert code == 0 and err == b"" and json.loads(out)["status"] == "remembered", err
+    finally:
+        fake.close()
+        os.unlink(env.sock)
+    assert _contents(env) == ["written once\n"]  # in-process, with the stdin the client had read
+
+
+def _hold(e: Env) -> socket.socket:
+    """A raw client that has the daemon acknowledge a ``list`` and then keeps it waiting for the stdin frame."""
+    sock = socket.socket(socket.AF_UNIX)
+    sock.settimeout(30)
+    sock.connect(e.sock)
+    client.send(sock, {"op": "run", "key": client.daemon_key(), "pinned": {k: e.env.get(k) for k in client.PINNED_ENV},
+                       "cwd": str(e.tmp), "env": e.env, "umask": 0o022, "argv0": "x",
+                       "argv": ["memory", "--db", str(e.db), "list", *SCOPE], "streams": [("utf-8", "strict")] * 3})
+    assert client.recv(sock) == {"ok": True}
+    return sock
+
+
+def _finish(sock: socket.socket) -> int:
+    client.send(sock, b"")
+    reply = client.recv(sock)
+    client.recv_bytes(sock), client.recv_bytes(sock)
+    return int(reply["code"])
+
+
+def test_status_and_stop_of_a_busy_daemon(env: Env) -> None:
+    """A daemon busy for more than 2 s is running: status says so (exit 0), stop waits for it and stops it.
+
+    They said "no daemon running" (status exit 1; stop did nothing, exit 0) once the
+    daemon had not answered within 2 s.
+    """
+    pid = env.start()["pid"]
+    held = _hold(env)
+    try:
+        code, data = env.status()
+        assert code == 0 and data["running"] is True and data["busy"] is True and data["pid"] == pid, data
+        assert data["db"] == os.path.realpath(env.db) and data["socket"] == env.sock
+        code, out, _ = env.cli("daemon", "status", "--db", str(env.db))
+        assert code == 0 and b"busy" in out and str(pid).encode() in out
+        code, out, err = env.cli("daemon", "start", "--db", str(env.db), "--json")
+        assert code == 0 and json.loads(out)["pid"] == pid, err  # the running one, no second daemon
+        stopper = subprocess.Popen([sys.executable, "-m", "atomic_agents.cli", "daemon", "stop", "--db", str(env.db),
+                                    "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.env, cwd=env.tmp)
+        time.sleep(3.0)  # longer than the 2 s after which it gave up
+        assert stopper.poll() is None and _alive(pid)  # waiting for the daemon, which is still busy
+        assert _finish(held) == 0  # the request in progress completes...
+        out, err = stopper.communicate(timeout=60)
+    finally:
+        held.close()
+    assert stopper.returncode == 0, err
+    data = json.loads(out)
+    assert data["stopped"] is True and data["pid"] == pid  # ...then the stop is taken
+    assert not _alive(pid) and not os.path.exists(env.sock)

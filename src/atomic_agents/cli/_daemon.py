@@ -19,7 +19,8 @@ another uid (``SO_PEERCRED``); the client refuses a socket or folder it does not
 The daemon runs the routed commands only (``_daemon_client.resolve_db``). One daemon per database: it holds an
 ``flock`` on ``<hash>.lock`` for its whole life; a socket nobody listens on while the
 lock is free is stale and removed. Requests are served one at a time (the store and
-the app are not shared between threads). It exits after ``--idle-timeout`` seconds
+the app are not shared between threads): meanwhile ``daemon status`` reports it busy and
+``daemon stop`` waits for the request to end. It exits after ``--idle-timeout`` seconds
 without a request, on ``daemon stop``, on SIGTERM, or when its socket is removed.
 """
 
@@ -52,6 +53,12 @@ app = typer.Typer(help="A warm memory store per database: memory commands, conte
 DEFAULT_IDLE = 900.0
 START_TIMEOUT = 180.0
 _TICK = 5.0
+#: How long a client has to send its whole request (hello and stdin frame, one deadline for both): the
+#: client reads its stdin before it connects, so only a stuck or hostile one takes this long, and while
+#: it does the daemon serves no one else.
+RECEIVE_TIMEOUT = 30.0
+#: How long ``daemon stop`` waits for a busy daemon to finish its request and take the stop.
+STOP_TIMEOUT = client.REPLY_TIMEOUT + 30.0
 
 
 class _Stop(BaseException):
@@ -265,10 +272,11 @@ def _status(s: _Served) -> dict[str, Any]:
 
 
 def _handle(conn: Any, s: _Served, uid: int) -> None:
-    conn.settimeout(30.0)
+    deadline = time.monotonic() + RECEIVE_TIMEOUT
+    conn.settimeout(RECEIVE_TIMEOUT)  # the sends (sendall: one limit for all of it)
     if not peer_allowed(conn, uid):
         return
-    hello = client.recv(conn)
+    hello = client.recv(conn, deadline)
     if not isinstance(hello, dict):
         return
     op = hello.get("op")
@@ -288,7 +296,8 @@ def _handle(conn: Any, s: _Served, uid: int) -> None:
     client.send(conn, {"ok": ok})
     if not ok or routed is None:
         return
-    stdin = client.recv_bytes(conn)
+    stdin = client.recv_bytes(conn, deadline)  # the whole request is here: only now is anything run
+    conn.settimeout(RECEIVE_TIMEOUT)
     t0 = time.perf_counter()
     code, out, err = _run_captured(hello, stdin)
     n_t = s.busy.setdefault(routed[0], [0, 0.0])
@@ -440,7 +449,10 @@ def _target(*, checked: bool = True) -> str:
 
 
 def _human(data: dict[str, Any]) -> None:
-    if data.get("running"):
+    if data.get("busy"):
+        sys.stdout.write(f"daemon running for {data['db']} (pid {data['pid']}, socket {data['socket']}, "
+                         f"busy with a request)\n")
+    elif data.get("running"):
         sys.stdout.write(f"daemon running for {data['db']} (pid {data['pid']}, socket {data['socket']}, "
                          f"{data['requests']} requests served)\n")
     else:
@@ -463,6 +475,8 @@ def start(idle_timeout: IdleTimeout = DEFAULT_IDLE) -> None:
     running = client.request(sock, {"op": "status"})
     if running is None:
         running = _spawn(db, embedder_name().strip().lower(), idle_timeout)
+    if running.get("busy"):  # running, answering someone else: it is the one reported
+        running = {**running, "db": db, "socket": sock}
     emit(running, wants_json(), lambda: _human(running))
 
 
@@ -500,11 +514,16 @@ def _spawn(db: str, embedder: str, idle: float) -> dict[str, Any]:
 @app.command()
 @shared("agents_root", "db", "json")
 def stop() -> None:
-    """Stop the daemon of the memory store (waits until it has exited); no daemon is not an error."""
+    """Stop the daemon of the memory store (waits until it has served it and exited); no daemon is not an error."""
     from ._common import wants_json
 
     db = _target(checked=False)
-    reply = client.request(client.socket_path(db), {"op": "stop"})
+    # A busy daemon takes the stop once its request is done (one at a time): wait for that, not only 2 s
+    # (its running command is not cut short: a SIGTERM now could leave a write half reported).
+    reply = client.request(client.socket_path(db), {"op": "stop"}, reply_timeout=STOP_TIMEOUT)
+    if reply is not None and reply.get("busy"):
+        raise StoreError(f"the daemon for {db} (pid {reply.get('pid')}) is still busy after {STOP_TIMEOUT:.0f} s: "
+                         "not stopped")
     data = {"running": False, "db": db, "socket": client.socket_path(db), "stopped": reply is not None}
     if reply is not None:
         _wait_unlocked(client.lock_path(db))
@@ -551,12 +570,14 @@ def _wait_unlocked(lock: str, timeout: float = 30.0) -> None:
 @app.command()
 @shared("agents_root", "db", "json")
 def status() -> None:
-    """Report the daemon of the memory store: pid, db, socket, uptime, requests served (exit 1 if none runs)."""
+    """Report the daemon of the memory store: pid, db, socket, uptime, requests served, or busy (exit 1: none runs)."""
     from ._common import wants_json
 
     db = _target(checked=False)
     data = client.request(client.socket_path(db), {"op": "status"}) or {
         "running": False, "db": db, "socket": client.socket_path(db)}
+    if data.get("busy"):  # it took the connection but is answering another request: running
+        data = {**data, "db": db, "socket": client.socket_path(db)}
     emit(data, wants_json(), lambda: _human(data))
     if not data.get("running"):
         raise typer.Exit(1)
