@@ -617,6 +617,16 @@ def _popen(e: Env, *args: str) -> subprocess.Popen[bytes]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e.env, cwd=e.tmp)
 
 
+def _reap(p: subprocess.Popen[bytes]) -> None:
+    """Kill ``p`` if it still runs, wait for it, close its pipes."""
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+    for f in (p.stdin, p.stdout, p.stderr):
+        if f is not None and not f.closed:
+            f.close()
+
+
 def _contents(e: Env) -> list[str]:
     code, out, err = e.mem("list", *SCOPE, daemon=False)
     assert code == 0, err
@@ -690,12 +700,7 @@ def test_a_dash_that_is_an_option_value_does_not_wait_for_stdin(env: Env) -> Non
         assert p.stdout is not None and p.stderr is not None
         out, err = p.stdout.read(), p.stderr.read()
     finally:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
-        for f in (p.stdin, p.stdout, p.stderr):
-            if f is not None:
-                f.close()
+        _reap(p)
     assert (0, out, err) == env.mem("list", "--agent-id", "-", "--user-id", "-", daemon=False)
     assert env.requests() - served == 1
 
@@ -726,12 +731,7 @@ def test_slow_stdin_neither_holds_the_daemon_nor_fails_the_write(env: Env) -> No
         assert p.stdout is not None and p.stderr is not None
         out, err = p.stdout.read(), p.stderr.read()
     finally:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
-        for f in (p.stdout, p.stderr):
-            if f is not None:
-                f.close()
+        _reap(p)
     assert err == b"" and json.loads(out)["status"] == "remembered"
     assert _contents(env) == ["slow writer"]
     assert env.requests() - served == 2

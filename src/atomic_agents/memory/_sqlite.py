@@ -82,6 +82,7 @@ from ._sqlite_wal import close as close_connection
 from ._sqlite_sql import _COLS, _LIVE, _SCOPE, _filtered_source, _needs_python_check
 from ._base import memory_from_row as _memory
 from ._store import UNSET, Progress
+from ._sqlite_vectors import SEARCH_TRIES as _SEARCH_TRIES
 from ._vectors import FOLD_AT as _FOLD_AT
 from ._vectors import VectorIndex
 
@@ -89,13 +90,6 @@ __all__ = ["SQLiteMemoryStore"]
 
 def _blob(vec: np.ndarray) -> bytes:
     return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
-
-
-#: Searches made before one whose rows all read as ranked (``_fetch_as_ranked``); the last one's
-#: rows that did not are left out (a commit per search, from other processes, for that long).
-_SEARCH_TRIES = 3
-#: A stored vector gives "the cosine the search ranked it by" within this (float32 sums in another order).
-_SAME_COSINE = 1e-4
 
 
 def _next_rev(c: sqlite3.Connection) -> int:
@@ -415,38 +409,6 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         return PruneReport(len(seqs), n, False, hard, sample)
 
     # -- reads -------------------------------------------------------------------------
-
-    def _fetch_as_ranked(
-        self, keys: Sequence[int], cosines: Mapping[int, float], qv: np.ndarray, scope: Scope, filters: Mapping[str, Any]
-    ) -> tuple[dict[int, Memory], bool]:
-        """The rows of ``keys`` as the search ranked them, and whether every one of them still is.
-
-        The vector index answered from its last sync, and another process may have committed
-        since: forgotten a row, edited it, changed its metadata, or (a hard prune of the newest
-        rows) given its rowid to a new memory of any scope. So each row is read with its scope,
-        liveness and ``filters`` checked and its stored vector beside it, and kept only if that
-        vector gives the cosine the search ranked it by (``cosines``; none where the index had
-        none). ``False`` means some key was not: search again, from a fresh sync.
-        """
-        out: dict[int, Memory] = {}
-        now, model = time.time(), self._index_model
-        for start in range(0, len(keys), 500):
-            part = list(keys[start : start + 500])
-            marks = ",".join("?" * len(part))
-            for row in self._read(
-                f"SELECT {_COLS}, m.embedder, m.embedding FROM memories m WHERE m.seq IN ({marks}) AND {_SCOPE} AND {_LIVE}",
-                [*part, *scope.key(), now],
-            ):
-                mem = _memory(row[:-2])
-                if filters and not metadata_matches(mem.metadata, filters):
-                    continue
-                seen, blob = cosines.get(row[0]), row[-1] if row[-2] == model else None
-                if seen is None or blob is None:
-                    if seen is None and blob is None:
-                        out[row[0]] = mem
-                elif abs(float(np.frombuffer(blob, dtype=np.float32) @ qv) - seen) <= _SAME_COSINE:
-                    out[row[0]] = mem
-        return out, len(out) == len(set(keys))
 
     def _candidates(self, scope: Scope, filters: Mapping[str, Any]) -> list[int]:
         """Row ids in ``scope`` whose metadata equals ``filters`` (index lookups, then a strict check)."""

@@ -36,7 +36,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,10 @@ from . import _matrix_cache
 from . import _sqlite_tombstones as _tombstones
 from ._ann import AnnIndex, BuildCancelled
 from ._matrix_cache import load_snapshot, publish, save_snapshot
+from ._base import memory_from_row as _memory
+from ._base import metadata_matches
+from ._models import Memory, Scope
+from ._sqlite_sql import _COLS, _LIVE, _SCOPE
 from ._vectors import FOLD_AT, VectorIndex
 
 __all__ = ["ANN_BUILD_MODES", "SQLiteVectorSync", "ann_build_mode"]
@@ -148,6 +152,13 @@ def _build_lock(db: Path, *, blocking: bool) -> Iterator[bool]:
             os.close(fd)
 
 
+#: Searches made before one whose rows all read as ranked (:meth:`SQLiteVectorSync._fetch_as_ranked`);
+#: the last one's rows that did not are left out (a commit per search, from other processes, for that long).
+SEARCH_TRIES = 3
+#: A stored vector gives "the cosine the search ranked it by" within this (float32 sums in another order).
+SAME_COSINE = 1e-4
+
+
 class SQLiteVectorSync:
     """``_sync`` / ``_pull`` / full loads of the vector matrix; the graph past the threshold."""
 
@@ -174,6 +185,38 @@ class SQLiteVectorSync:
         def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
         def _meta(self) -> dict[str, str]: ...
+
+    def _fetch_as_ranked(
+        self, keys: Sequence[int], cosines: Mapping[int, float], qv: np.ndarray, scope: Scope, filters: Mapping[str, Any]
+    ) -> tuple[dict[int, Memory], bool]:
+        """The rows of ``keys`` as the search ranked them, and whether every one of them still is.
+
+        The vector index answered from its last sync, and another process may have committed
+        since: forgotten a row, edited it, changed its metadata, or (a hard prune of the newest
+        rows) given its rowid to a new memory of any scope. So each row is read with its scope,
+        liveness and ``filters`` checked and its stored vector beside it, and kept only if that
+        vector gives the cosine the search ranked it by (``cosines``; none where the index had
+        none). ``False`` means some key was not: search again, from a fresh sync.
+        """
+        out: dict[int, Memory] = {}
+        now, model = time.time(), self._index_model
+        for start in range(0, len(keys), 500):
+            part = list(keys[start : start + 500])
+            marks = ",".join("?" * len(part))
+            for row in self._read(
+                f"SELECT {_COLS}, m.embedder, m.embedding FROM memories m WHERE m.seq IN ({marks}) AND {_SCOPE} AND {_LIVE}",
+                [*part, *scope.key(), now],
+            ):
+                mem = _memory(row[:-2])
+                if filters and not metadata_matches(mem.metadata, filters):
+                    continue
+                seen, blob = cosines.get(row[0]), row[-1] if row[-2] == model else None
+                if seen is None or blob is None:
+                    if seen is None and blob is None:
+                        out[row[0]] = mem
+                elif abs(float(np.frombuffer(blob, dtype=np.float32) @ qv) - seen) <= SAME_COSINE:
+                    out[row[0]] = mem
+        return out, len(out) == len(set(keys))
 
     def _sync(self, *, force: bool = False) -> VectorIndex:
         with self._lock:
