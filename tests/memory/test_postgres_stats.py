@@ -24,6 +24,7 @@ from atomic_agents.memory import (
     Scope,
     SQLiteMemoryStore,
 )
+from atomic_agents.exceptions import NotFoundError
 from atomic_agents.memory._base import memory_from_row
 from atomic_agents.memory._postgres_schema import PG_SCHEMA_VERSION
 from atomic_agents.memory._postgres_sql import _COLS
@@ -269,19 +270,26 @@ def test_the_average_length_is_the_corpus_not_the_candidate_pool(pg_dsn: str) ->
 def _writer(dsn: str, n: int, out: Any) -> None:
     store = _pg(dsn, pool_size=3)
     rng = np.random.default_rng(100 + n)
-    mine: list[str] = []
+    errors: list[str] = []
 
     def work(t: int) -> None:
-        for i in range(20):
-            texts = _texts(int(rng.integers(1, 4)), 1000 * n + 10 * t + i)
-            got = store.remember_many([(x, None) for x in texts], SCOPE)
-            mine.extend(got)
-            if i % 3 == 0:
-                store.edit(got[0], content=f"edited {n} {t} {i} deploy latency")
-            if i % 5 == 0:
-                store.forget(got[-1])
-            if i % 7 == 0:
-                store.prune(keywords=f"item{i}", dry_run=False, hard=True)
+        try:
+            for i in range(20):
+                texts = _texts(int(rng.integers(1, 4)), 1000 * n + 10 * t + i)
+                got = store.remember_many([(x, None) for x in texts], SCOPE)
+                try:  # another writer's prune matching "item<i>" may have erased them already
+                    if i % 3 == 0:
+                        store.edit(got[0], content=f"edited {n} {t} {i} deploy latency")
+                    if i % 5 == 0:
+                        store.forget(got[-1])
+                except NotFoundError:
+                    pass
+                if i % 7 == 0:
+                    store.prune(keywords=f"item{i}", dry_run=False, hard=True)
+                if i % 6 == 0:
+                    store.prune(keywords=f"item{i + 1} deploy", dry_run=False)
+        except Exception as exc:  # any other failure fails the test, never a thread dying quietly
+            errors.append(f"{type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
     for t in threads:
@@ -289,35 +297,85 @@ def _writer(dsn: str, n: int, out: Any) -> None:
     for t in threads:
         t.join()
     store.close()
-    out.put(n)
+    out.put((n, errors))
 
 
-def test_counters_stay_exact_under_concurrent_writers(pg_dsn: str) -> None:
+@pytest.fixture
+def own_database(pg_dsn: str) -> Any:
+    """A database of its own (with the vector extension): its counters in ``pg_stat_database`` count
+    this test's backends only, never a backend of an earlier test flushing its statistics late."""
+    import uuid
+
+    import psycopg
+
+    name = "aa_own_" + uuid.uuid4().hex[:12]
+    head, rest = pg_dsn.split("?", 1)
+    dsn = head.rsplit("/", 1)[0] + "/" + name + "?" + rest
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    yield dsn
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def test_counters_stay_exact_under_concurrent_writers(own_database: str) -> None:
     """Three processes of three threads insert, edit, forget and erase at once: every counter equals a recount."""
     def deadlocks() -> int:
         import psycopg
 
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        with psycopg.connect(own_database, autocommit=True) as conn:
             return int(conn.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").fetchone()[0])
 
     before = deadlocks()
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(pg_dsn, n, out)) for n in range(3)]
+    procs = [ctx.Process(target=_writer, args=(own_database, n, out)) for n in range(3)]
     for p in procs:
         p.start()
     done = sorted(out.get(timeout=300) for _ in procs)
     for p in procs:
         p.join(timeout=60)
         assert p.exitcode == 0
-    assert done == [0, 1, 2]
+    assert done == [(0, []), (1, []), (2, [])]
     # the writers' backends have exited (their statistics are flushed): none was a deadlock victim
     # (the store retries those, so only the server's counter shows them)
     assert deadlocks() == before
-    pg = _pg(pg_dsn)
+    pg = _pg(own_database)
     assert pg._read("SELECT count(DISTINCT shard) FROM memory_terms")[0][0] > 1  # the writers did share shards out
     check_counters(pg)
     pg.close()
+
+
+@pytest.mark.parametrize("hard", [True, False])
+def test_a_prune_locks_its_rows_in_one_order_whatever_its_plan(pg_dsn: str, hard: bool) -> None:
+    """A bulk write takes its rows in seq order, so it never holds a later row while it waits for an
+    earlier one: a plan walking the table goes by the rows' places on disk, and an edit moves a row
+    there past the rows written after it. Two writers locking in opposite orders deadlock."""
+    import psycopg
+
+    store = _pg(pg_dsn)
+    first, second = store.remember_many([("prunable first", None), ("prunable second", None)], SCOPE)
+    store.edit(first, content="prunable first, edited")  # its new version lies past the second row
+    seq = dict(store._read("SELECT id, seq FROM memories"))
+    with psycopg.connect(pg_dsn) as holder:
+        holder.execute("SELECT 1 FROM memories WHERE seq = %s FOR UPDATE", [seq[first]])
+        report: list[Any] = []
+        pruner = threading.Thread(target=lambda: report.append(store.prune(keywords="prunable", dry_run=False, hard=hard)))
+        pruner.start()
+        deadline = time.monotonic() + 30
+        waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        while not holder.execute(waiting).fetchone()[0]:
+            assert time.monotonic() < deadline, "the prune never waited for the first row"
+            time.sleep(0.02)
+        # the prune waits for the first row holding no other: the second is free
+        holder.execute("SELECT 1 FROM memories WHERE seq = %s FOR UPDATE NOWAIT", [seq[second]])
+        holder.commit()
+    pruner.join(timeout=30)
+    assert report and report[0].removed == 2
+    assert store.list_memories(SCOPE) == []
+    store.close()
 
 
 def test_an_old_database_is_backfilled_exactly_even_by_two_processes_at_once(pg_dsn: str, tmp_path: Path) -> None:

@@ -20,6 +20,11 @@ pgvector) and a server with the ``vector`` extension.
 - Every write is one transaction on a pooled connection; leases serialise on a
   per-key advisory lock (grant) or the lease row's lock (release, fenced write), and
   use the server's clock, so hosts with skewed clocks agree on expiry.
+- Lock order, so concurrent writers never deadlock: a write touching many rows of
+  ``memories`` locks them first in ``seq`` order (:func:`_lock_in_order`; a DELETE or
+  UPDATE alone locks them in its plan's order: a sequential or bitmap scan goes by
+  the rows' places on disk, which an edit moves); then ``memory_docs`` rows, then the
+  writer's counter shard, then its stem rows (the triggers of ``_postgres_schema``).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from ._postgres_sql import (
     _needs_python_check,
     _filter_sql,
     _scope_filter_sql,
+    _lock_in_order,
     _np,
     _cosine,
 )
@@ -392,11 +398,13 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
         now = time.time()
 
         def tx(cur: Any) -> int:
-            cur.execute(
-                "UPDATE memories AS m SET deleted_at = %s WHERE m.deleted_at = 0"
-                f" AND m.expires_at IS NOT NULL AND m.expires_at <= %s{where}",
-                [now, now, *params],
+            seqs = _lock_in_order(
+                cur,
+                f"m.deleted_at = 0 AND m.expires_at IS NOT NULL AND m.expires_at <= %s{where}",
+                [now, *params],
+                "NO KEY UPDATE",
             )
+            cur.execute("UPDATE memories SET deleted_at = %s WHERE seq = ANY(%s)", [now, seqs])
             return int(cur.rowcount)
 
         return self._run(tx, write=True)
@@ -435,9 +443,10 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
 
         def tx(cur: Any) -> int:
             if hard:
-                cur.execute("DELETE FROM memories WHERE seq = ANY(%s)", [seqs])
+                cur.execute("DELETE FROM memories WHERE seq = ANY(%s)", [_lock_in_order(cur, "m.seq = ANY(%s)", [seqs], "UPDATE")])
             else:
-                cur.execute("UPDATE memories SET deleted_at = %s WHERE deleted_at = 0 AND seq = ANY(%s)", [now, seqs])
+                locked = _lock_in_order(cur, "m.deleted_at = 0 AND m.seq = ANY(%s)", [seqs], "NO KEY UPDATE")
+                cur.execute("UPDATE memories SET deleted_at = %s WHERE seq = ANY(%s)", [now, locked])
             return int(cur.rowcount)
 
         n = self._run(tx, write=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -109,3 +109,16 @@ def _np(vec: Any) -> np.ndarray:
 def _cosine(distance: Any) -> float:
     d = float(distance) if distance is not None else float("nan")
     return 0.0 if d != d else 1.0 - d  # NaN (a zero vector) is "unrelated"
+
+
+def _lock_in_order(cur: Any, where: str, params: Sequence[Any], mode: str) -> list[int]:
+    """Lock the rows of ``memories m`` matching ``where`` in ``seq`` order (``FOR UPDATE`` to delete them,
+    ``FOR NO KEY UPDATE`` to change them); returns their seqs.
+
+    Two writers locking overlapping rows each in its own order can each hold a row the other
+    waits for. ``ORDER BY`` puts the lock step after the sort, so every writer takes them in one
+    order; a row changed meanwhile is re-checked against ``where`` (READ COMMITTED) and one
+    erased meanwhile is left out.
+    """
+    cur.execute(f"SELECT m.seq FROM memories m WHERE {where} ORDER BY m.seq FOR {mode}", list(params))
+    return [int(r[0]) for r in cur.fetchall()]
