@@ -233,3 +233,27 @@ def test_import_commits_in_one_transaction(db: Path, tmp_path: Path) -> None:
         store._conn.set_trace_callback(lambda sql: seen.append(1) if sql.startswith("COMMIT") else None)
         assert import_jsonl(store, tmp_path / "b.jsonl") == (700, 0)
         assert len(seen) == 1
+
+
+def test_every_read_of_rows_named_by_seq_is_driven_by_the_rowid(db: Path) -> None:
+    """A search reads the rows it ranked by their seqs. Checking them against the scope must not let
+    the planner walk the scope's index instead (every row of a big scope, for ten rows)."""
+    store = SQLiteMemoryStore(db, embedder=HashingEmbedder())
+    scope = Scope("a", "u")
+    store.remember_many([(f"deploy billing cache item {i}", {"goal_id": f"g{i % 5}"}) for i in range(3000)], scope)
+    store.remember_many([(f"other words {i}", None) for i in range(50)], Scope("b", "u"))
+    store.recall("deploy billing", scope, 10)  # (the matrix loads)
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)
+    for filters in (None, {"goal_id": "g1"}):
+        store.recall("deploy billing", scope, 10, filters=filters)
+        store.search_hybrid("deploy billing", scope, filters, 10)
+        store.search("deploy billing", scope, limit=10, filters=filters)
+    store._conn.set_trace_callback(None)
+    by_seq = [q for q in dict.fromkeys(seen) if q.lstrip().startswith("SELECT") and "m.seq IN (" in q]
+    assert len(by_seq) >= 4
+    conn = sqlite3.connect(db)
+    for sql in by_seq:
+        plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+        assert plan[0] == "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)", (sql[:120], plan)
+    store.close()

@@ -59,7 +59,7 @@ from ._matrix_cache import load_snapshot, publish, save_snapshot
 from ._base import memory_from_row as _memory
 from ._base import metadata_matches
 from ._models import Memory, Scope
-from ._sqlite_sql import _COLS, _LIVE, _SCOPE
+from ._sqlite_sql import _BY_ROWID_SCOPE, _COLS
 from ._vectors import FOLD_AT, VectorIndex
 
 __all__ = ["ANN_BUILD_MODES", "SQLiteVectorSync", "ann_build_mode"]
@@ -204,7 +204,7 @@ class SQLiteVectorSync:
             part = list(keys[start : start + 500])
             marks = ",".join("?" * len(part))
             for row in self._read(
-                f"SELECT {_COLS}, m.embedder, m.embedding FROM memories m WHERE m.seq IN ({marks}) AND {_SCOPE} AND {_LIVE}",
+                f"SELECT {_COLS}, m.embedder, m.embedding FROM memories m WHERE m.seq IN ({marks}) AND {_BY_ROWID_SCOPE}",
                 [*part, *scope.key(), now],
             ):
                 mem = _memory(row[:-2])
