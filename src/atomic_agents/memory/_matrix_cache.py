@@ -40,6 +40,7 @@ else:  # bound on first use (see _lazy): keyword search and listing never import
     np = lazy_module("numpy", globals(), "np")
 
 from ._ann import AnnIndex
+from ._ann_copies import CopyGroups
 from ._vectors import VectorIndex
 
 __all__ = ["MIN_ROWS", "ann_path", "load_snapshot", "meta_path", "publish", "save_snapshot", "snapshot_path", "sweep_debris"]
@@ -83,6 +84,7 @@ def save_snapshot(db: Path, index: VectorIndex, *, model: str, epoch: str, rev: 
             return False
         if int(there.get("rev", -1)) >= rev and (there.get("ann") or index.ann is None):
             return False
+    index.settle_ann()  # (the copy groups written beside the graph are the ones it is saved with)
     arrays = index.to_arrays()
     try:
         return publish(db, arrays, index.save_ann, dimension=index.dimension, model=model, epoch=epoch, rev=rev)
@@ -91,6 +93,8 @@ def save_snapshot(db: Path, index: VectorIndex, *, model: str, epoch: str, rev: 
 
 
 _serial = itertools.count()
+#: The graph's copy groups (``_ann_copies``), in the header file beside the rows' keys.
+_COPY_ARRAYS = ("copy_vecs", "copy_ptr", "copy_keys")
 
 
 def _tmp(path: Path) -> Path:
@@ -188,7 +192,10 @@ def publish(
                     os.fsync(fd)
                 finally:
                     os.close(fd)
+                # the rows' count, as a package that keeps copies in the graph checks it (such a
+                # package then finds a graph with copies left out the wrong size, and builds its own)
                 header["ann"] = _stamp(tmp_ann) + [len(arrays["keys"])]
+                header["ann_graph"] = len(arrays["keys"]) - len(arrays.get("copy_keys", ()))
         tmp_meta, fh = create(meta)
         with fh:
             np.savez(
@@ -198,6 +205,7 @@ def publish(
                 scope=arrays["scope"],
                 expires=arrays["expires"],
                 scopes=np.array(arrays["scopes"].tolist(), dtype=str),
+                **{k: arrays[k] for k in _COPY_ARRAYS if k in arrays and header["ann"] is not None},
             )
             fh.flush()
             os.fsync(fh.fileno())
@@ -298,6 +306,8 @@ def load_snapshot(
             if not header.get("log") and int(header["rev"]) > legacy_upto:
                 return None
             arrays: dict[str, Any] = {k: data[k] for k in ("keys", "scope", "expires", "scopes")}
+            if with_ann and header.get("ann"):
+                arrays.update((k, data[k]) for k in _COPY_ARRAYS if k in data.files)
         if _stamp(npy) != header["vectors"]:
             return None  # another process is between renames, or the file was replaced
         arrays["vecs"] = np.load(npy, mmap_mode="r", allow_pickle=False)
@@ -305,20 +315,27 @@ def load_snapshot(
             return None
         index = VectorIndex.from_arrays(int(header["dimension"]), arrays)
         if with_ann and header.get("ann"):
-            _attach(db, index, header["ann"], arrays)
+            _attach(db, index, header["ann"], int(header.get("ann_graph", header["ann"][3])), arrays)
         return index, int(header["rev"])
     except Exception:  # noqa: BLE001 - as in _header: a snapshot that does not read cleanly is no snapshot
         return None
 
 
-def _attach(db: Path, index: VectorIndex, stamp: list[int], arrays: dict[str, Any]) -> None:
+def _attach(db: Path, index: VectorIndex, stamp: list[int], count: int, arrays: dict[str, Any]) -> None:
+    """Map the graph (of ``count`` vectors, the rows' copies left out) onto ``index`` if it is the file named and checks out."""
     path = ann_path(db)
     try:
         if _stamp(path) != stamp[:3]:
             return
     except OSError:
         return
-    ann = AnnIndex.open(path, index.dimension, int(stamp[3]))
-    if ann is None or _stamp(path) != stamp[:3] or not ann.self_check(arrays["keys"], arrays["vecs"]):
+    ann = AnnIndex.open(path, index.dimension, count)
+    if ann is None or _stamp(path) != stamp[:3]:
+        return
+    try:
+        ann.copies = CopyGroups.from_arrays(index.dimension, arrays)
+    except ValueError:
+        return
+    if len(ann) + len(ann.copies) != len(arrays["keys"]) or not ann.self_check(arrays["keys"], arrays["vecs"]):
         return
     index.attach_ann(ann)

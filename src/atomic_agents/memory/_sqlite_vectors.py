@@ -306,6 +306,7 @@ class SQLiteVectorSync:
             try:
                 if base is None:
                     ann = AnnIndex.build(arrays["keys"], arrays["vecs"], progress=progress, cancel=self._cancel)
+                    arrays = {**arrays, **ann.copies.to_arrays()}
 
                     def current() -> bool:
                         with self._lock:

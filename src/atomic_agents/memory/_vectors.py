@@ -350,16 +350,23 @@ class VectorIndex:
         dead_t = self._keys[:n][~self._live[:n] & self._cov[:n]]
         return np.unique(np.concatenate([dead, dead_t]))
 
-    def save_ann(self, path: Any) -> bool:
-        """Write the graph to ``path`` if it holds exactly the live rows; False if there is none."""
+    def settle_ann(self) -> None:
+        """Have the graph (and its copy groups) hold exactly the live rows: fold in the rows it
+        lacks, take out the dead keys it still holds (before a snapshot of both is written)."""
         if self.ann is None:
-            return False
+            return
         if self._uncovered:
             self._fold()
         dead = self._stale_keys()
         if dead.size:
             self.ann.remove(dead)
         self._bc &= self._bl
+
+    def save_ann(self, path: Any) -> bool:
+        """Write the graph to ``path`` if it holds exactly the live rows; False if there is none."""
+        if self.ann is None:
+            return False
+        self.settle_ann()
         self.ann.save(path)
         return True
 
@@ -470,28 +477,67 @@ class VectorIndex:
         only_sorted = None if only is None else np.unique(only)
         # rows the graph does not hold (written past a mapped graph): always scanned exactly
         tail = np.flatnonzero(self._live[: self._n] & ~self._cov[: self._n]) if self._uncovered else None
+        copies = self._copy_rows(q, code, limit, now, only_sorted)
         while k <= ANN_MAX_K:
             cand, dist = self.ann.search_distances(q, k)
             if len(cand) > CROWD and int(np.unique(dist, return_counts=True)[1].max()) > CROWD:
                 return None
-            kb, rb, kt, rt = self._lookup(cand)
-            okb = self._ok_b(rb, code, now) & self._bc[rb]
-            okt = self._ok_t(rt, code, now) & self._cov[rt]
-            kb, rb, kt, rt = kb[okb], rb[okb], kt[okt], rt[okt]
+            kb, rb, kt, rt = self._held(cand, code, now, only_sorted)
             if tail is not None and tail.size:
                 ut = tail[self._ok_t(tail, code, now)]
+                ut = ut[np.isin(self._keys[ut], only_sorted)] if only_sorted is not None else ut
                 kt, rt = np.concatenate([kt, self._keys[ut]]), np.concatenate([rt, ut])
-            if only_sorted is not None:
-                mb, mt = np.isin(kb, only_sorted), np.isin(kt, only_sorted)
-                kb, rb, kt, rt = kb[mb], rb[mb], kt[mt], rt[mt]
             # a short list is "the graph has no more" only when it holds no more: among many equal
             # vectors HNSW returns fewer than asked while more exist, so ask again, wider (then exact)
-            if len(kb) + len(kt) >= limit or len(cand) >= len(self.ann):
+            if len(kb) + len(kt) + len(copies[0]) + len(copies[2]) >= limit or len(cand) >= len(self.ann):
+                kb, rb = np.concatenate([kb, copies[0]]), np.concatenate([rb, copies[1]])
+                kt, rt = np.concatenate([kt, copies[2]]), np.concatenate([rt, copies[3]])
                 keys = np.concatenate([kb, kt])
                 scores = np.concatenate([self._bv[rb] @ q, self._vecs[rt] @ q]).astype(np.float32)
                 return self._top(keys, scores, limit)
             k *= 4
         return None
+
+    def _held(
+        self, keys: np.ndarray, code: int, now: float, only_sorted: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``_lookup`` of keys the graph (or a copy group) proposed, kept if their current row is
+        the one it holds, in ``scope``, live, unexpired and among ``only_sorted``."""
+        kb, rb, kt, rt = self._lookup(keys)
+        okb = self._ok_b(rb, code, now) & self._bc[rb]
+        okt = self._ok_t(rt, code, now) & self._cov[rt]
+        kb, rb, kt, rt = kb[okb], rb[okb], kt[okt], rt[okt]
+        if only_sorted is not None:
+            mb, mt = np.isin(kb, only_sorted), np.isin(kt, only_sorted)
+            kb, rb, kt, rt = kb[mb], rb[mb], kt[mt], rt[mt]
+        return kb, rb, kt, rt
+
+    def _copy_rows(
+        self, q: np.ndarray, code: int, limit: int, now: float, only_sorted: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of the copy groups a search must consider, as ``_held`` gives them.
+
+        Every group is scored once (its vector is each member's); members are taken group by
+        group, best first, until ``limit`` of them pass the filters and the next group scores
+        lower than the last one taken: no member of a group left out can rank above them.
+        """
+        assert self.ann is not None
+        groups, gscores = self.ann.copies.ranked(q)
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        got, at, step = 0, 0, 8
+        while at < len(groups):
+            chunk = groups[at : at + step]
+            at += step
+            found.append(self._held(self.ann.copies.members(chunk), code, now, only_sorted))
+            got += len(found[-1][0]) + len(found[-1][2])
+            if got >= limit and (at >= len(groups) or gscores[at] < gscores[at - 1]):
+                break
+            step *= 2
+        if not found:
+            empty = np.zeros(0, np.int64)
+            return empty, empty, empty, empty
+        kb, rb, kt, rt = (np.concatenate(parts) for parts in zip(*found, strict=True))
+        return kb, rb, kt, rt
 
     def scores_for(self, query: np.ndarray, keys: Iterable[int]) -> dict[int, float]:
         """Cosine of ``query`` with each known key (for hybrid fusion of keyword hits)."""
@@ -508,7 +554,14 @@ class VectorIndex:
     # -- snapshot to / from plain arrays (the sidecar cache) ----------------------------
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """The live rows as plain arrays, sorted by key (see :meth:`from_arrays`)."""
+        """The live rows as plain arrays, sorted by key (see :meth:`from_arrays`), and the graph's
+        copy groups (``_ann_copies``) if it has any: call :meth:`settle_ann` first."""
+        arrays = self._row_arrays()
+        if self.ann is not None:
+            arrays.update(self.ann.copies.to_arrays())
+        return arrays
+
+    def _row_arrays(self) -> dict[str, np.ndarray]:
         bl, n = self._bl, self._n
         tl = np.flatnonzero(self._live[:n])
         scopes = sorted(self._scope_codes, key=self._scope_codes.__getitem__)
