@@ -268,13 +268,14 @@ def build_rows(
     new_s = time.perf_counter() - t0
     assert out["status"] == "built", out
     ix = exact._sync()
-    keys, vecs = ix._live_rows()
+    live = ix._row_arrays()
+    keys, vecs = live["keys"], live["vecs"]
     saved = _ann._EXPANSION_ADD, _ann._SERIAL_HEAD, _ann._EXPANSION_SEARCH
     _ann._EXPANSION_ADD, _ann._SERIAL_HEAD, _ann._EXPANSION_SEARCH = 128, 20_000, 400  # the previous release's graph
     try:
         load_old = os.getloadavg()[0]
         t0 = time.perf_counter()
-        old = _ann.AnnIndex.build(keys, vecs)
+        old = _ann.AnnIndex.build(keys, vecs, live["scope"])
         old_s = time.perf_counter() - t0
     finally:
         _ann._EXPANSION_ADD, _ann._SERIAL_HEAD, _ann._EXPANSION_SEARCH = saved

@@ -6,6 +6,7 @@
     .venv/bin/python bench/bench_memory.py --sizes 2000 --embedder hashing   # quick smoke run
     .venv/bin/python bench/bench_memory.py --section scale --sizes 10000,100000,1000000   # ANN tier, cold start (_mem_scale.py)
     .venv/bin/python bench/bench_memory.py --section cli    # CLI process times vs `import typer` (bench/_mem_cli.py)
+    .venv/bin/python bench/bench_memory.py --section copies   # copies of one content in the ANN tier (bench/_mem_copies.py)
 
 For each size: raw embedder throughput vs batched ingest; single ``remember`` p50
 (durable fsync and not); ``recall`` p50/p95 with the query embedding included vs
@@ -228,8 +229,13 @@ def main() -> None:
 
             run_cli(rest)
             return
+        if section == "copies":  # copies of one content and the ANN tier: bench/_mem_copies.py
+            from _mem_copies import run as run_copies
+
+            run_copies(rest)
+            return
         if section not in ("store", "daemon"):  # those two are this script's own (argparse below)
-            raise SystemExit(f"unknown --section {section!r} (known: store, daemon, quality, scale, cli)")
+            raise SystemExit(f"unknown --section {section!r} (known: store, daemon, quality, scale, cli, copies)")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="also run 100,000 memories")
     ap.add_argument("--sizes", default=None, help="comma-separated sizes (overrides --full)")

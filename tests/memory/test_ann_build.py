@@ -197,7 +197,7 @@ def test_close_cancels_a_running_build_and_publishes_nothing(
     _fill(store, 80)
     cancelled: list[bool] = []
 
-    def slow(keys: np.ndarray, vectors: np.ndarray, *, progress: Any = None, cancel: Any = None) -> Any:
+    def slow(keys: np.ndarray, vectors: np.ndarray, tags: Any = None, *, progress: Any = None, cancel: Any = None) -> Any:
         started.set()
         assert cancel is not None and cancel.wait(60)  # what usearch's progress callback sees
         cancelled.append(True)
@@ -253,10 +253,10 @@ KILLED = textwrap.dedent(
     if where == "build":
         from atomic_agents.memory import _ann
         real = _ann.AnnIndex.build
-        def build(keys, vectors, progress=None, cancel=None):
+        def build(keys, vectors, tags=None, progress=None, cancel=None):
             def step(done, total):
                 print("progress", done, flush=True)
-            return real(keys, vectors, progress=step, cancel=cancel)
+            return real(keys, vectors, tags, progress=step, cancel=cancel)
         _ann.AnnIndex.build = build
     print("start", flush=True)
     s.build_ann()

@@ -119,6 +119,10 @@ def _index(ndim: int) -> Any:
     )
 
 
+def _tags(tags: np.ndarray | None, n: int) -> np.ndarray:
+    return np.zeros(n, np.int64) if tags is None else np.asarray(tags, np.int64)
+
+
 class AnnIndex:
     """A usearch graph keyed by row id; either mutable (built here) or a read-only view of a file."""
 
@@ -135,18 +139,20 @@ class AnnIndex:
         cls,
         keys: np.ndarray,
         vectors: np.ndarray,
+        tags: np.ndarray | None = None,
         *,
         progress: Callable[[int, int], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> AnnIndex:
-        """A graph over ``vectors`` (batch insert on every core), equal vectors grouped out of it.
+        """A graph over ``vectors`` (batch insert on every core), equal vectors of one tag (the
+        caller's scope code; ``None``: all one) grouped out of it.
 
         ``progress(done, total)`` is called as rows go in; once ``cancel`` is set the
         build stops within one progress step and raises :class:`BuildCancelled`.
         """
         raw = _index(vectors.shape[1])
         copies = CopyGroups(vectors.shape[1])
-        to_graph = copies.split(np.asarray(keys, np.int64), vectors)
+        to_graph = copies.split(np.asarray(keys, np.int64), vectors, _tags(tags, len(keys)))
         if not to_graph.all():
             keys, vectors = keys[to_graph], vectors[to_graph]
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
@@ -211,11 +217,11 @@ class AnnIndex:
             self._raw = self._raw.copy()
             self._view = None
 
-    def add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
-        """Hold these rows (replacing what a key held): in the graph, or in a copy group."""
+    def add(self, keys: np.ndarray, vectors: np.ndarray, tags: np.ndarray | None = None) -> None:
+        """Hold these rows (replacing what a key held): in the graph, or in a copy group of their tag."""
         self.remove(keys)
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        to_graph, pulled = self.copies.route(np.asarray(keys, np.int64), vectors)
+        to_graph, pulled = self.copies.route(np.asarray(keys, np.int64), vectors, _tags(tags, len(keys)))
         if pulled:
             self._raw.remove(np.array(pulled, dtype=np.uint64))
         if not to_graph.all():

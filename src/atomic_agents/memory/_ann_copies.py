@@ -6,11 +6,11 @@ points: they fill each other's neighbour lists, the graph around them falls apar
 searches elsewhere miss rows (measured before this: 3,000 copies of one content in
 6,100 rows, 17 of 100 small-scope top-10 lists differed from exact search).
 
-So the graph holds each vector once. Rows whose vector equals another row's form a
-**group**: its vector (kept here, float32, exact) and its members' keys. A search
-scores every group's vector exactly (one product over the groups, not the members) and
-takes the members of the best groups, best first, until enough of them pass the
-filters (:meth:`VectorIndex._copy_rows <atomic_agents.memory._vectors.VectorIndex>`);
+So the graph holds each vector once. Rows of one scope whose vector equals another's
+form a **group**: its vector (kept here, float32, exact) and its members' keys. A
+search scores every group of its scope exactly (one product over the groups, not the
+members) and takes the members of the best groups, best first, until enough of them
+pass the filters (:meth:`VectorIndex._copy_rows <atomic_agents.memory._vectors.VectorIndex>`);
 they join the graph's candidates and are re-scored with them.
 
 Equality is found by a 64-bit hash of each vector's bytes (a linear hash mod 2**64:
@@ -70,10 +70,12 @@ class CopyGroups:
         self._vecs: list[np.ndarray] = []
         self._mat: np.ndarray | None = None  # the group vectors stacked (built on first search)
         self._members: list[list[int]] = []
-        self._by_hash: dict[int, int] = {}
+        self._tags: list[int] = []  # each group's scope (the caller's code for it)
+        self._by_tag: dict[int, list[int]] = {}
+        self._by_hash: dict[tuple[int, int], int] = {}  # (hash, tag) -> group
         self._group_of: dict[int, int] = {}
-        self._recent: dict[int, int] = {}  # hash -> graph key
-        self._recent_of: dict[int, int] = {}  # graph key -> hash
+        self._recent: dict[tuple[int, int], int] = {}  # (hash, tag) -> graph key
+        self._recent_of: dict[int, tuple[int, int]] = {}  # graph key -> (hash, tag)
 
     def __len__(self) -> int:
         """How many rows the groups hold (rows the graph does not)."""
@@ -86,18 +88,21 @@ class CopyGroups:
         out = CopyGroups(self.ndim)
         out._vecs, out._mat = list(self._vecs), self._mat
         out._members = [list(m) for m in self._members]
+        out._tags, out._by_tag = list(self._tags), {t: list(g) for t, g in self._by_tag.items()}
         out._by_hash, out._group_of = dict(self._by_hash), dict(self._group_of)
         out._recent, out._recent_of = dict(self._recent), dict(self._recent_of)
         return out
 
     # -- writes ---------------------------------------------------------------------------
 
-    def _new_group(self, h: int, vector: np.ndarray, keys: list[int]) -> None:
+    def _new_group(self, h: int, tag: int, vector: np.ndarray, keys: list[int]) -> None:
         g = len(self._vecs)
         self._vecs.append(np.array(vector, dtype=np.float32))
         self._mat = None
         self._members.append(list(keys))
-        self._by_hash[h] = g
+        self._tags.append(tag)
+        self._by_tag.setdefault(tag, []).append(g)
+        self._by_hash[h, tag] = g
         for k in keys:
             self._group_of[k] = g
 
@@ -106,16 +111,20 @@ class CopyGroups:
         if h is not None and self._recent.get(h) == key:
             del self._recent[h]
 
-    def split(self, keys: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-        """For a new graph over these rows: group the copies; the mask of rows the graph takes."""
+    def split(self, keys: np.ndarray, vectors: np.ndarray, tags: np.ndarray) -> np.ndarray:
+        """For a new graph over these rows (``tags``: each one's scope): group the copies; the mask of rows the graph takes."""
         hashes = row_hashes(vectors)
-        _, first, inverse, counts = np.unique(hashes, return_index=True, return_inverse=True, return_counts=True)
+        tags = np.asarray(tags, np.int64)
+        with np.errstate(over="ignore"):
+            both = hashes ^ (tags.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+        _, first, inverse, counts = np.unique(both, return_index=True, return_inverse=True, return_counts=True)
         shared = np.flatnonzero(counts[inverse] > 1)
         to_graph = np.ones(len(keys), bool)
         if shared.size == 0:
             return to_graph
-        lead = first[inverse[shared]]  # each row's first row of the same hash
-        equal = np.all(vectors[shared] == vectors[lead], axis=1)  # (a hash collision stays in the graph)
+        lead = first[inverse[shared]]  # each row's first row of the same hash and scope
+        # (a hash collision stays in the graph)
+        equal = np.all(vectors[shared] == vectors[lead], axis=1) & (tags[shared] == tags[lead]) & (hashes[shared] == hashes[lead])
         rows, lead = shared[equal], lead[equal]
         order = np.argsort(lead, kind="stable")
         rows, lead = rows[order], lead[order]
@@ -123,20 +132,20 @@ class CopyGroups:
         for s, e in zip(starts.tolist(), [*starts[1:].tolist(), len(rows)], strict=True):
             group = rows[s:e]
             if len(group) > 1:  # (a row equal to its own lead only: that lead's other rows collided)
-                self._new_group(int(hashes[group[0]]), vectors[group[0]], [int(k) for k in keys[group]])
+                self._new_group(int(hashes[group[0]]), int(tags[group[0]]), vectors[group[0]], [int(k) for k in keys[group]])
                 to_graph[group] = False
         return to_graph
 
-    def route(self, keys: np.ndarray, vectors: np.ndarray) -> tuple[np.ndarray, list[int]]:
-        """Rows about to be written (none of them held anywhere): the mask of those the graph
-        takes, and the graph keys that now have a copy (take them out of the graph).
+    def route(self, keys: np.ndarray, vectors: np.ndarray, tags: np.ndarray) -> tuple[np.ndarray, list[int]]:
+        """Rows about to be written (none of them held anywhere; ``tags``: their scopes): the mask
+        of those the graph takes, and the graph keys that now have a copy (take them out of the graph).
 
-        A row equal to a group's vector joins it; equal to an earlier row of this batch or to a
-        graph key written since the graph was built or opened, it forms a group with it.
+        A row equal to a group's vector (in its scope) joins it; equal to an earlier row of this
+        batch or to a graph key written since the graph was built or opened, it forms a group with it.
         """
-        hashes = row_hashes(vectors).tolist()
+        hashes = list(zip(row_hashes(vectors).tolist(), np.asarray(tags, np.int64).tolist(), strict=True))
         to_graph = np.ones(len(keys), bool)
-        pending: dict[int, int] = {}  # hash -> row of this batch bound for the graph
+        pending: dict[tuple[int, int], int] = {}  # (hash, tag) -> row of this batch bound for the graph
         out: list[int] = []
         for i, k in enumerate(keys.tolist()):
             h = hashes[i]
@@ -149,13 +158,13 @@ class CopyGroups:
                 continue  # (a hash collision with a group: into the graph)
             j = pending.pop(h, None)
             if j is not None:
-                self._new_group(h, vectors[j], [int(keys[j]), k])
+                self._new_group(*h, vectors[j], [int(keys[j]), k])
                 to_graph[i] = to_graph[j] = False
                 continue
             u = self._recent.get(h)
             if u is not None:
                 self._drop_recent(u)
-                self._new_group(h, vectors[i], [u, k])
+                self._new_group(*h, vectors[i], [u, k])
                 out.append(u)
                 to_graph[i] = False
                 continue
@@ -176,14 +185,17 @@ class CopyGroups:
 
     # -- search ---------------------------------------------------------------------------
 
-    def ranked(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The groups that have members, best first, and their cosines with ``query``."""
-        if not self._group_of:
+    def ranked(self, query: np.ndarray, tag: int) -> tuple[np.ndarray, np.ndarray]:
+        """The groups of scope ``tag`` that have members, best first, and their cosines with ``query``."""
+        mine = self._by_tag.get(tag)
+        if not mine:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         if self._mat is None:
             self._mat = np.stack(self._vecs)
-        held = np.flatnonzero(np.fromiter(map(len, self._members), np.int64, len(self._members)))
-        scores = self._mat[held] @ query if len(held) < len(self._members) else self._mat @ query
+        held = np.array([g for g in mine if self._members[g]], dtype=np.int64)
+        if held.size == 0:
+            return held, np.zeros(0, np.float32)
+        scores = self._mat[held] @ query
         order = np.lexsort((held, -scores))
         return held[order], scores[order]
 
@@ -204,6 +216,7 @@ class CopyGroups:
         sizes = [len(self._members[g]) for g in kept]
         return {
             "copy_vecs": np.stack([self._vecs[g] for g in kept]),
+            "copy_tags": np.array([self._tags[g] for g in kept], dtype=np.int64),
             "copy_ptr": np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
             "copy_keys": np.array([k for g in kept for k in self._members[g]], dtype=np.int64),
         }
@@ -215,13 +228,16 @@ class CopyGroups:
         if "copy_keys" not in arrays:
             return out
         vecs = np.asarray(arrays["copy_vecs"])
+        tags = np.asarray(arrays["copy_tags"], np.int64)
         ptr = np.asarray(arrays["copy_ptr"], np.int64)
         keys = np.asarray(arrays["copy_keys"], np.int64)
         if vecs.dtype != np.float32 or vecs.ndim != 2 or vecs.shape[1] != ndim or ptr.shape != (len(vecs) + 1,):
             raise ValueError("copy groups have the wrong shape")
+        if tags.shape != (len(vecs),):
+            raise ValueError("copy groups have the wrong number of scopes")
         if ptr[0] != 0 or ptr[-1] != len(keys) or bool(np.any(np.diff(ptr) < 1)) or len(np.unique(keys)) != len(keys):
             raise ValueError("copy groups do not partition their keys")
         hashes = row_hashes(vecs).tolist()
         for g in range(len(vecs)):
-            out._new_group(hashes[g], vecs[g], keys[ptr[g] : ptr[g + 1]].tolist())
+            out._new_group(hashes[g], int(tags[g]), vecs[g], keys[ptr[g] : ptr[g + 1]].tolist())
         return out

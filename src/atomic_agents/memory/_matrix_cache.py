@@ -94,7 +94,7 @@ def save_snapshot(db: Path, index: VectorIndex, *, model: str, epoch: str, rev: 
 
 _serial = itertools.count()
 #: The graph's copy groups (``_ann_copies``), in the header file beside the rows' keys.
-_COPY_ARRAYS = ("copy_vecs", "copy_ptr", "copy_keys")
+_COPY_ARRAYS = ("copy_vecs", "copy_tags", "copy_ptr", "copy_keys")
 
 
 def _tmp(path: Path) -> Path:

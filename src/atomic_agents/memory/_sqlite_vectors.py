@@ -301,11 +301,11 @@ class SQLiteVectorSync:
                     arrays = ix.to_arrays()
                     base = None
                 else:
-                    base, (keys, vecs) = ix.ann, ix.uncovered_rows()
+                    base, (keys, vecs, codes) = ix.ann, ix.uncovered_rows()
                 ix.begin_job()
             try:
                 if base is None:
-                    ann = AnnIndex.build(arrays["keys"], arrays["vecs"], progress=progress, cancel=self._cancel)
+                    ann = AnnIndex.build(arrays["keys"], arrays["vecs"], tags=arrays["scope"], progress=progress, cancel=self._cancel)
                     arrays = {**arrays, **ann.copies.to_arrays()}
 
                     def current() -> bool:
@@ -325,7 +325,7 @@ class SQLiteVectorSync:
                     ann = base.copy()
                     if progress is not None:
                         progress(0, len(keys))
-                    ann.add(keys, vecs)
+                    ann.add(keys, vecs, codes)
                     if progress is not None:
                         progress(len(keys), len(keys))
             except BaseException:

@@ -178,7 +178,7 @@ class VectorIndex:
         self._upsert(key, vector, scope, expires_at)
         if self._graph_writable():
             assert self.ann is not None
-            self.ann.add(np.array([key]), np.asarray(vector, np.float32)[None, :])
+            self.ann.add(np.array([key]), np.asarray(vector, np.float32)[None, :], np.array([self._scope_codes[scope]]))
             self._cover(self._row[key])
 
     def _upsert(self, key: int, vector: np.ndarray, scope: ScopeKey, expires_at: float | None) -> None:
@@ -226,7 +226,7 @@ class VectorIndex:
             self._upsert(int(keys[i]), vectors[i], scopes[i], expires[i])
         if len(keys) and self._graph_writable(len(keys)):
             assert self.ann is not None
-            self.ann.add(np.asarray(keys), np.asarray(vectors, np.float32))
+            self.ann.add(np.asarray(keys), np.asarray(vectors, np.float32), np.array([self._scope_codes[s] for s in scopes]))
             for k in keys.tolist():
                 self._cover(self._row[k])
 
@@ -258,22 +258,10 @@ class VectorIndex:
 
     # -- the ANN tier --------------------------------------------------------------------
 
-    def _live_rows(self) -> tuple[np.ndarray, np.ndarray]:
-        """Keys and vectors of every live row, base then tail (a copy only where rows are dead)."""
-        bl = self._bl
-        if bl.all():
-            bk, bv = self._bk, self._bv
-        else:
-            bk, bv = self._bk[bl], self._bv[bl]
-        tl = np.flatnonzero(self._live[: self._n])
-        if tl.size == 0:
-            return bk, bv
-        return np.concatenate([bk, self._keys[tl]]), np.concatenate([bv, self._vecs[tl]])
-
     def build_ann(self) -> None:
         """Build the graph over every live row (batch insert on all cores)."""
-        keys, vecs = self._live_rows()
-        self.attach_ann(AnnIndex.build(keys, vecs))
+        arrays = self._row_arrays()
+        self.attach_ann(AnnIndex.build(arrays["keys"], arrays["vecs"], arrays["scope"]))
 
     # A graph job (build or fold) runs off the query path: ``begin_job`` under the
     # owner's lock takes what it needs and starts a journal of the keys written since;
@@ -283,10 +271,10 @@ class VectorIndex:
     def begin_job(self) -> None:
         self._journal = set()
 
-    def uncovered_rows(self) -> tuple[np.ndarray, np.ndarray]:
-        """Keys and vectors (copies) of the live rows the graph does not hold."""
+    def uncovered_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Keys, vectors and scope codes (copies) of the live rows the graph does not hold."""
         rows = np.flatnonzero(self._live[: self._n] & ~self._cov[: self._n])
-        return self._keys[rows].copy(), self._vecs[rows].copy()
+        return self._keys[rows].copy(), self._vecs[rows].copy(), self._scope[rows].copy()
 
     def abort_job(self) -> None:
         self._journal = None
@@ -314,7 +302,11 @@ class VectorIndex:
         few = rt.size <= FOLD_AT
         if kb.size or (few and rt.size):
             add = rt if few else rt[:0]
-            ann.add(np.concatenate([kb, self._keys[add]]), np.concatenate([self._bv[rb], self._vecs[add]]))
+            ann.add(
+                np.concatenate([kb, self._keys[add]]),
+                np.concatenate([self._bv[rb], self._vecs[add]]),
+                np.concatenate([self._bs[rb], self._scope[add]]),
+            )
         self.attach_ann(ann)
         if not few:
             # Many writes meanwhile: inserting them here would hold the owner's lock for long.
@@ -334,7 +326,7 @@ class VectorIndex:
         assert self.ann is not None
         rows = np.flatnonzero(self._live[: self._n] & ~self._cov[: self._n])
         if rows.size:
-            self.ann.add(self._keys[rows], self._vecs[rows])
+            self.ann.add(self._keys[rows], self._vecs[rows], self._scope[rows])
             self._cov[rows] = True
         self._uncovered = 0
 
@@ -522,7 +514,7 @@ class VectorIndex:
         lower than the last one taken: no member of a group left out can rank above them.
         """
         assert self.ann is not None
-        groups, gscores = self.ann.copies.ranked(q)
+        groups, gscores = self.ann.copies.ranked(q, code)
         found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         got, at, step = 0, 0, 8
         while at < len(groups):
