@@ -23,8 +23,9 @@ pgvector) and a server with the ``vector`` extension.
 - Lock order, so concurrent writers never deadlock: a write touching many rows of
   ``memories`` locks them first in ``seq`` order (:func:`_lock_in_order`; a DELETE or
   UPDATE alone locks them in its plan's order: a sequential or bitmap scan goes by
-  the rows' places on disk, which an edit moves); then ``memory_docs`` rows, then the
-  writer's counter shard, then its stem rows (the triggers of ``_postgres_schema``).
+  the rows' places on disk, which an edit moves); only then the ``memory_docs`` rows of
+  those same rows and the writer's counter shard, whose row lock orders every write to
+  that shard's stem rows (the triggers of ``_postgres_schema``).
 """
 
 from __future__ import annotations
