@@ -429,20 +429,24 @@ def test_a_process_with_the_tier_off_does_not_replace_the_graph_snapshot(
     again.close()
 
 
+def _points(seed: int, n: int, near: slice) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` random unit vectors, and a query 0.05 away from each of ``pts[near]``."""
+    rng = np.random.default_rng(seed)
+    pts = rng.standard_normal((n, DIM)).astype(np.float32)
+    pts /= np.linalg.norm(pts, axis=1, keepdims=True)
+    queries = pts[near] + 0.05 * rng.standard_normal((len(pts[near]), DIM)).astype(np.float32)
+    return pts, queries / np.linalg.norm(queries, axis=1, keepdims=True)
+
+
 def test_many_copies_of_one_content_do_not_cut_the_graphs_answers_short(tmp_path: Path) -> None:
     """Thousands of equal vectors (one content stored 3,000 times) crowd the graph.
 
     HNSW then returns fewer candidates than asked (which is not "no more rows": the small
     scope's answers were short, often empty), and a search that walks into the copies comes
     back with them (the big scope's answers were the copies at cosine 0.02): such a search
-    answers exactly. Known limit, not asserted: other searches in that graph can still miss
-    a row (the README's ANN section).
+    answers exactly. (Now the copies are held out of the graph: see the copy-group tests below.)
     """
-    rng = np.random.default_rng(7)
-    pts = rng.standard_normal((4200, DIM)).astype(np.float32)
-    pts /= np.linalg.norm(pts, axis=1, keepdims=True)
-    queries = pts[3000:3050] + 0.05 * rng.standard_normal((50, DIM)).astype(np.float32)
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    pts, queries = _points(7, 4200, slice(3000, 3050))
     db = tmp_path / "m.db"
     big, small = Scope("a", "big"), Scope("a", "small")
     ann = SQLiteMemoryStore(db, embedder=TableEmbedder(pts, queries), ann_threshold=1000, ann_build="off")
@@ -632,11 +636,7 @@ def test_copies_removed_rewritten_and_made_stay_exact() -> None:
 
 
 def test_copy_groups_are_published_with_the_graph_and_mapped_by_the_next_process(tmp_path: Path) -> None:
-    rng = np.random.default_rng(7)
-    pts = rng.standard_normal((4200, DIM)).astype(np.float32)
-    pts /= np.linalg.norm(pts, axis=1, keepdims=True)
-    queries = pts[4100:4150] + 0.05 * rng.standard_normal((50, DIM)).astype(np.float32)
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    pts, queries = _points(7, 4200, slice(4100, 4150))
     db = tmp_path / "m.db"
     sc = Scope("a", "big")
     first = SQLiteMemoryStore(db, embedder=TableEmbedder(pts, queries), ann_threshold=1000, ann_build="off")
@@ -660,9 +660,7 @@ def test_copy_groups_are_published_with_the_graph_and_mapped_by_the_next_process
 
 @pytest.mark.parametrize("damage", ["copy-ptr-overruns", "copy-keys-repeat", "copy-vecs-wrong-width", "copy-groups-missing"])
 def test_damaged_copy_groups_mean_no_graph_never_a_wrong_answer(tmp_path: Path, damage: str) -> None:
-    rng = np.random.default_rng(8)
-    pts = rng.standard_normal((2100, DIM)).astype(np.float32)
-    pts /= np.linalg.norm(pts, axis=1, keepdims=True)
+    pts, _ = _points(8, 2100, slice(0))
     db = tmp_path / "m.db"
     sc = Scope("a", "big")
     first = SQLiteMemoryStore(db, embedder=TableEmbedder(pts, pts[2000:]), ann_threshold=1000, ann_build="off")
