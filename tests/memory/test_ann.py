@@ -658,7 +658,8 @@ def test_copy_groups_are_published_with_the_graph_and_mapped_by_the_next_process
     exact.close()
 
 
-@pytest.mark.parametrize("damage", ["copy-ptr-overruns", "copy-keys-repeat", "copy-vecs-wrong-width", "copy-groups-missing"])
+@pytest.mark.parametrize("damage", ["copy-ptr-overruns", "copy-keys-repeat", "copy-vecs-wrong-width", "copy-groups-missing",
+                                    "copy-key-of-a-graph-row", "copy-vecs-of-another-content", "copy-tags-missing"])
 def test_damaged_copy_groups_mean_no_graph_never_a_wrong_answer(tmp_path: Path, damage: str) -> None:
     pts, _ = _points(8, 2100, slice(0))
     db = tmp_path / "m.db"
@@ -674,6 +675,17 @@ def test_damaged_copy_groups_mean_no_graph_never_a_wrong_answer(tmp_path: Path, 
         _rewrite_meta(db, copy_keys=np.full_like(arrays["copy_keys"], arrays["copy_keys"][0]))
     elif damage == "copy-vecs-wrong-width":
         _rewrite_meta(db, copy_vecs=np.zeros((len(arrays["copy_vecs"]), DIM + 1), np.float32))
+    elif damage == "copy-key-of-a-graph-row":  # right counts, but a member the graph holds (and a row it lacks)
+        held = set(arrays["copy_keys"].tolist())
+        swapped = arrays["copy_keys"].copy()
+        swapped[0] = next(k for k in arrays["keys"].tolist() if k not in held)
+        _rewrite_meta(db, copy_keys=swapped)
+    elif damage == "copy-vecs-of-another-content":
+        _rewrite_meta(db, copy_vecs=np.ascontiguousarray(arrays["copy_vecs"][::-1]))
+    elif damage == "copy-tags-missing":
+        del arrays["copy_tags"]
+        with open(meta_path(db), "wb") as fh:
+            np.savez(fh, **arrays)
     else:  # the groups gone, the header still naming the graph: its vectors and the rows disagree in number
         del arrays["copy_vecs"], arrays["copy_ptr"], arrays["copy_keys"]
         with open(meta_path(db), "wb") as fh:
@@ -685,3 +697,98 @@ def test_damaged_copy_groups_mean_no_graph_never_a_wrong_answer(tmp_path: Path, 
     assert again._index is not None and again._index.ann is None  # exact until a build (the tier is off here)
     again.close()
     exact.close()
+
+
+def test_rows_sharing_a_hash_but_not_their_bytes_are_never_grouped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Copies are found by hash and confirmed byte for byte, in every path (the build, a batch, a row
+    written after a graph row): with every vector hashing alike, nothing different is grouped.
+    (Before, a batch's rows and a recent graph key were grouped by hash alone, and a linear hash
+    collided on real vectors of the hashing embedder: a recall then left out the best row.)"""
+    from atomic_agents.memory import _ann_copies
+
+    monkeypatch.setattr(_ann_copies, "row_hashes", lambda v: np.zeros(len(v), np.uint64))
+    base, rows = _dup_data([5, 5], 400, seed=9)
+    keys = np.arange(1, len(rows) + 1, dtype=np.int64)
+    ann, exact = VectorIndex(DIM), VectorIndex(DIM)
+    for ix in (ann, exact):
+        ix.upsert_many(keys[:300], base[rows][:300], [SCOPE] * 300, [None] * 300)
+    ann.build_ann()
+    for ix in (ann, exact):
+        ix.upsert_many(keys[300:350], base[rows][300:350], [SCOPE] * 50, [None] * 50)  # a batch
+        for i in range(350, len(keys)):  # then row by row
+            ix.upsert(int(keys[i]), base[rows][i], SCOPE, None)
+    assert ann.ann is not None
+    for g in range(len(ann.ann.copies._members)):  # every group holds equal rows only
+        members = ann.ann.copies._members[g]
+        assert all(np.array_equal(exact._vector_of(k), ann.ann.copies._vecs[g]) for k in members)
+    for q in base[:400:7]:
+        for limit in (1, 10):
+            _agrees(ann.search(q, SCOPE, limit, now=0.0), exact, q, SCOPE, limit)
+
+
+def test_copies_outside_the_graph_do_not_stop_its_search_short() -> None:
+    """A small scope of 10 rows at cosine 0.6 and 3,000 copies at 0.3; 500 rows of another scope
+    near the query. The copies fill any limit, but say nothing of the graph's rows: the graph is
+    searched until its own candidates do (before: the answers were the copies, 0.3 x 10)."""
+    rng = np.random.default_rng(0)
+
+    def unit(x: np.ndarray) -> np.ndarray:
+        return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+    q = unit(rng.standard_normal(DIM))
+
+    def at(cos: float, n: int) -> np.ndarray:  # n unit vectors at cosine ``cos`` to q
+        r = rng.standard_normal((n, DIM))
+        r = unit(r - np.outer(r @ q, q))
+        return unit(cos * q + np.sqrt(1 - cos**2) * r)
+
+    small, big = ("a", "small", "o", "w"), ("a", "big", "o", "w")
+    vecs = np.concatenate([at(0.9, 500), unit(rng.standard_normal((2500, DIM))), at(0.6, 10), np.repeat(at(0.3, 1), 3000, axis=0)])
+    scopes = [big] * 3000 + [small] * 3010
+    keys = np.arange(1, len(vecs) + 1, dtype=np.int64)
+    ann, exact = VectorIndex(DIM), VectorIndex(DIM)
+    for ix in (ann, exact):
+        ix.upsert_many(keys, vecs, scopes, [None] * len(keys))
+    ann.build_ann()
+    for limit in (3, 10, 25):
+        _agrees(ann.search(q, small, limit, now=0.0), exact, q, small, limit)
+    assert [round(s, 3) for _, s in ann.search(q, small, 10, now=0.0)] == [0.6] * 10
+
+
+def test_a_row_rewritten_then_removed_while_a_job_runs_leaves_the_graph(tmp_path: Path) -> None:
+    """A tail row the graph holds, re-written then removed during a job that is then aborted: the
+    graph still held its key. It is taken out before a snapshot, so the graph plus its groups hold
+    exactly the live rows and the next process maps it (before: it found the graph a row too big
+    and rebuilt it)."""
+    from atomic_agents.memory._matrix_cache import load_snapshot, save_snapshot
+
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal((300, DIM)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    ix = VectorIndex(DIM)
+    ix.upsert_many(np.arange(1, 201), v[:200], [SCOPE] * 200, [None] * 200)
+    ix.build_ann()
+    ix.upsert(500, v[250], SCOPE, None)  # into the graph, a tail row
+    ix.begin_job()
+    ix.upsert(500, v[251], SCOPE, None)  # re-written while the job runs: the graph keeps 500's old vector
+    ix.remove(500)
+    ix.abort_job()
+    ix.settle_ann()
+    assert ix.ann is not None and len(ix.ann) + len(ix.ann.copies) == len(ix) == 200
+    db = tmp_path / "m.db"
+    db.write_bytes(b"")
+    assert save_snapshot(db, ix, model="m", epoch="1", rev=1)
+    loaded = load_snapshot(db, model="m", epoch="1")
+    assert loaded is not None and loaded[0].ann is not None
+
+
+def test_a_key_given_twice_in_one_batch_is_held_once() -> None:
+    base, _ = _dup_data([], 100, seed=4)
+    keys = np.arange(1, 101, dtype=np.int64)
+    ann, exact = VectorIndex(DIM), VectorIndex(DIM)
+    for ix in (ann, exact):
+        ix.upsert_many(keys, base[:100], [SCOPE] * 100, [None] * 100)
+    ann.build_ann()
+    assert ann.ann is not None
+    ann.ann.add(np.array([500, 500]), np.stack([base[5], base[5]]), np.array([1, 1]))
+    assert 500 not in ann.ann.copies and len(ann.ann) == 101  # (one row for the key: no group of itself)

@@ -217,11 +217,23 @@ class AnnIndex:
             self._raw = self._raw.copy()
             self._view = None
 
-    def add(self, keys: np.ndarray, vectors: np.ndarray, tags: np.ndarray | None = None) -> None:
-        """Hold these rows (replacing what a key held): in the graph, or in a copy group of their tag."""
+    def add(
+        self,
+        keys: np.ndarray,
+        vectors: np.ndarray,
+        tags: np.ndarray | None = None,
+        vector_of: Callable[[int], np.ndarray | None] | None = None,
+    ) -> None:
+        """Hold these rows (replacing what a key held; a key given twice: its last row): in the
+        graph, or in a copy group of their tag (``vector_of``: see :meth:`CopyGroups.route`)."""
+        keys, tags = np.asarray(keys, np.int64), _tags(tags, len(keys))
+        last = len(keys) - 1 - np.unique(keys[::-1], return_index=True)[1]
+        if len(last) < len(keys):
+            last.sort()
+            keys, vectors, tags = keys[last], np.asarray(vectors)[last], tags[last]
         self.remove(keys)
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        to_graph, pulled = self.copies.route(np.asarray(keys, np.int64), vectors, _tags(tags, len(keys)))
+        to_graph, pulled = self.copies.route(keys, vectors, tags, vector_of)
         if pulled:
             self._raw.remove(np.array(pulled, dtype=np.uint64))
         if not to_graph.all():
@@ -256,6 +268,20 @@ class AnnIndex:
             self._raw.save(str(path))
         except RuntimeError as exc:  # usearch reports I/O errors as RuntimeError
             raise OSError(f"cannot write the graph to {path}: {exc}") from exc
+
+    def copies_check(self, keys: np.ndarray, vectors: np.ndarray) -> bool:
+        """Do the copy groups read as groups of these rows (``keys`` sorted)? Their keys are rows
+        the graph does not hold, and a few sampled members' rows hold their group's vector."""
+        held = self.copies.keys()
+        if held.size == 0:
+            return True
+        at = np.minimum(np.searchsorted(keys, held), len(keys) - 1)
+        if not bool(np.all(keys[at] == held)):
+            return False
+        if bool(np.any(np.asarray(self._raw.contains(held.astype(np.uint64)), dtype=np.bool_))):
+            return False
+        pick = np.linspace(0, len(held) - 1, num=min(16, len(held))).astype(np.int64)
+        return all(self.copies.holds(int(held[i]), vectors[int(at[i])]) for i in pick.tolist())
 
     def self_check(self, keys: np.ndarray, vectors: np.ndarray) -> bool:
         """Does the graph find a few of its own vectors? A cheap guard against a garbage file.

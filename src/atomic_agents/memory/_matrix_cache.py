@@ -336,6 +336,8 @@ def _attach(db: Path, index: VectorIndex, stamp: list[int], count: int, arrays: 
         ann.copies = CopyGroups.from_arrays(index.dimension, arrays)
     except ValueError:
         return
-    if len(ann) + len(ann.copies) != len(arrays["keys"]) or not ann.self_check(arrays["keys"], arrays["vecs"]):
+    if len(ann) + len(ann.copies) != len(arrays["keys"]) or not ann.copies_check(arrays["keys"], arrays["vecs"]):
+        return
+    if not ann.self_check(arrays["keys"], arrays["vecs"]):
         return
     index.attach_ann(ann)

@@ -114,6 +114,9 @@ class VectorIndex:
         self.fold_inline = True
         #: keys written or removed since a graph job took its copy of the rows (None: no job)
         self._journal: set[int] | None = None
+        #: tail keys whose row was re-written while the graph held its vector: it may still hold
+        #: the key (a row re-written in place no longer says so); dropped once held again
+        self._outdated: set[int] = set()
 
     def __len__(self) -> int:
         return self._live_n
@@ -178,7 +181,7 @@ class VectorIndex:
         self._upsert(key, vector, scope, expires_at)
         if self._graph_writable():
             assert self.ann is not None
-            self.ann.add(np.array([key]), np.asarray(vector, np.float32)[None, :], np.array([self._scope_codes[scope]]))
+            self.ann.add(np.array([key]), np.asarray(vector, np.float32)[None, :], np.array([self._scope_codes[scope]]), self._vector_of)
             self._cover(self._row[key])
 
     def _upsert(self, key: int, vector: np.ndarray, scope: ScopeKey, expires_at: float | None) -> None:
@@ -195,6 +198,8 @@ class VectorIndex:
             self._row[key] = row
             self._keys[row] = key
         else:
+            if self._cov[row]:
+                self._outdated.add(key)
             self._kill_tail(row)
         code = self._code(scope)
         self._vecs[row] = vector
@@ -206,10 +211,20 @@ class VectorIndex:
         self._live_n += 1
         self._uncovered += 1
 
+    def _vector_of(self, key: int) -> np.ndarray | None:
+        """The live row's vector of ``key``, or ``None`` (copy groups confirm a match by it)."""
+        row = self._row.get(key)
+        if row is not None:
+            return self._vecs[row] if self._live[row] else None
+        b = self._base_row(key) if len(self._bk) else None
+        return self._bv[b] if b is not None and self._bl[b] else None
+
     def _cover(self, row: int) -> None:
         if self._live[row] and not self._cov[row]:
             self._uncovered -= 1
         self._cov[row] = True
+        if self._outdated:
+            self._outdated.discard(int(self._keys[row]))
 
     def upsert_many(
         self, keys: np.ndarray, vectors: np.ndarray, scopes: list[ScopeKey], expires: list[float | None]
@@ -226,7 +241,7 @@ class VectorIndex:
             self._upsert(int(keys[i]), vectors[i], scopes[i], expires[i])
         if len(keys) and self._graph_writable(len(keys)):
             assert self.ann is not None
-            self.ann.add(np.asarray(keys), np.asarray(vectors, np.float32), np.array([self._scope_codes[s] for s in scopes]))
+            self.ann.add(np.asarray(keys), np.asarray(vectors, np.float32), np.array([self._scope_codes[s] for s in scopes]), self._vector_of)
             for k in keys.tolist():
                 self._cover(self._row[k])
 
@@ -255,6 +270,7 @@ class VectorIndex:
         if self._graph_writable():  # (else the graph keeps a dead key, which liveness filters out)
             assert self.ann is not None
             self.ann.remove(np.array([key]))
+            self._outdated.discard(key)
 
     # -- the ANN tier --------------------------------------------------------------------
 
@@ -306,6 +322,7 @@ class VectorIndex:
                 np.concatenate([kb, self._keys[add]]),
                 np.concatenate([self._bv[rb], self._vecs[add]]),
                 np.concatenate([self._bs[rb], self._scope[add]]),
+                self._vector_of,
             )
         self.attach_ann(ann)
         if not few:
@@ -320,13 +337,14 @@ class VectorIndex:
         self._bc = self._bl.copy()
         self._cov[: self._n] = self._live[: self._n]
         self._uncovered = 0
+        self._outdated.clear()
 
     def _fold(self) -> None:
         """Insert the rows written past a mapped graph into an in-memory copy of it."""
         assert self.ann is not None
         rows = np.flatnonzero(self._live[: self._n] & ~self._cov[: self._n])
         if rows.size:
-            self.ann.add(self._keys[rows], self._vecs[rows], self._scope[rows])
+            self.ann.add(self._keys[rows], self._vecs[rows], self._scope[rows], self._vector_of)
             self._cov[rows] = True
         self._uncovered = 0
 
@@ -340,7 +358,8 @@ class VectorIndex:
         dead = np.array([k for k in dead.tolist() if not live_row(k)], dtype=np.int64)
         n = self._n
         dead_t = self._keys[:n][~self._live[:n] & self._cov[:n]]
-        return np.unique(np.concatenate([dead, dead_t]))
+        gone = np.array([k for k in self._outdated if not live_row(k)], dtype=np.int64)
+        return np.unique(np.concatenate([dead, dead_t, gone]))
 
     def settle_ann(self) -> None:
         """Have the graph (and its copy groups) hold exactly the live rows: fold in the rows it
@@ -353,6 +372,7 @@ class VectorIndex:
         if dead.size:
             self.ann.remove(dead)
         self._bc &= self._bl
+        self._outdated.clear()  # (the live ones were folded in, the dead ones just taken out)
 
     def save_ann(self, path: Any) -> bool:
         """Write the graph to ``path`` if it holds exactly the live rows; False if there is none."""
@@ -460,35 +480,47 @@ class VectorIndex:
         if self._uncovered > FOLD_AT and self.fold_inline:
             self._fold()
         eligible = self._count.get(code, 0)
+        in_graph = eligible - self.ann.copies.held_in(code)  # (the scope's rows the graph itself holds, about)
         if only is not None:
-            eligible = min(eligible, len(only))
+            eligible, in_graph = min(eligible, len(only)), min(in_graph, len(only))
         if eligible == 0:
             return []
-        share = eligible / max(1, self._live_n)
-        k = math.ceil(max(limit * 4, 40) / share)
         only_sorted = None if only is None else np.unique(only)
-        # rows the graph does not hold (written past a mapped graph): always scanned exactly
-        tail = np.flatnonzero(self._live[: self._n] & ~self._cov[: self._n]) if self._uncovered else None
+        # held outside the graph, and complete: its copy groups' rows, and (written past a mapped
+        # graph) the rows it lacks, scanned exactly
         copies = self._copy_rows(q, code, limit, now, only_sorted)
+        kb_out, rb_out, kt_out, rt_out = copies
+        if self._uncovered:
+            tail = np.flatnonzero(self._live[: self._n] & ~self._cov[: self._n])
+            ut = tail[self._ok_t(tail, code, now)]
+            ut = ut[np.isin(self._keys[ut], only_sorted)] if only_sorted is not None else ut
+            kt_out, rt_out = np.concatenate([kt_out, self._keys[ut]]), np.concatenate([rt_out, ut])
+        if in_graph <= 0:
+            return self._rescored(q, kb_out, rb_out, kt_out, rt_out, limit)
+        # over-fetch by the share of the graph's own rows in scope
+        k = math.ceil(max(limit * 4, 40) / (in_graph / max(1, len(self.ann))))
         while k <= ANN_MAX_K:
             cand, dist = self.ann.search_distances(q, k)
             if len(cand) > CROWD and int(np.unique(dist, return_counts=True)[1].max()) > CROWD:
                 return None
             kb, rb, kt, rt = self._held(cand, code, now, only_sorted)
-            if tail is not None and tail.size:
-                ut = tail[self._ok_t(tail, code, now)]
-                ut = ut[np.isin(self._keys[ut], only_sorted)] if only_sorted is not None else ut
-                kt, rt = np.concatenate([kt, self._keys[ut]]), np.concatenate([rt, ut])
-            # a short list is "the graph has no more" only when it holds no more: among many equal
-            # vectors HNSW returns fewer than asked while more exist, so ask again, wider (then exact)
-            if len(kb) + len(kt) + len(copies[0]) + len(copies[2]) >= limit or len(cand) >= len(self.ann):
-                kb, rb = np.concatenate([kb, copies[0]]), np.concatenate([rb, copies[1]])
-                kt, rt = np.concatenate([kt, copies[2]]), np.concatenate([rt, copies[3]])
-                keys = np.concatenate([kb, kt])
-                scores = np.concatenate([self._bv[rb] @ q, self._vecs[rt] @ q]).astype(np.float32)
-                return self._top(keys, scores, limit)
+            # Enough only when the graph's own candidates fill the limit (rows held outside it say
+            # nothing of the graph rows not reached yet), or it holds no more: a short list is not
+            # "no more", for among many equal vectors HNSW returns fewer than asked while more exist.
+            if len(kb) + len(kt) >= limit or len(cand) >= len(self.ann):
+                return self._rescored(
+                    q, np.concatenate([kb, kb_out]), np.concatenate([rb, rb_out]),
+                    np.concatenate([kt, kt_out]), np.concatenate([rt, rt_out]), limit,
+                )  # fmt: skip
             k *= 4
         return None
+
+    def _rescored(
+        self, q: np.ndarray, kb: np.ndarray, rb: np.ndarray, kt: np.ndarray, rt: np.ndarray, limit: int
+    ) -> list[tuple[int, float]]:
+        keys = np.concatenate([kb, kt])
+        scores = np.concatenate([self._bv[rb] @ q, self._vecs[rt] @ q]).astype(np.float32)
+        return self._top(keys, scores, limit)
 
     def _held(
         self, keys: np.ndarray, code: int, now: float, only_sorted: np.ndarray | None
