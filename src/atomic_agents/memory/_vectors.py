@@ -500,14 +500,17 @@ class VectorIndex:
         # over-fetch by the share of the graph's own rows in scope
         k = math.ceil(max(limit * 4, 40) / (in_graph / max(1, len(self.ann))))
         while k <= ANN_MAX_K:
+            if k >= len(self.ann):  # asking the graph for all it holds: the rows, exactly, cost no more
+                return None
             cand, dist = self.ann.search_distances(q, k)
             if len(cand) > CROWD and int(np.unique(dist, return_counts=True)[1].max()) > CROWD:
                 return None
             kb, rb, kt, rt = self._held(cand, code, now, only_sorted)
-            # Enough only when the graph's own candidates fill the limit (rows held outside it say
-            # nothing of the graph rows not reached yet), or it holds no more: a short list is not
-            # "no more", for among many equal vectors HNSW returns fewer than asked while more exist.
-            if len(kb) + len(kt) >= limit or len(cand) >= len(self.ann):
+            # Enough only when the graph's own candidates fill the limit: rows held outside it say
+            # nothing of the graph rows not reached yet, and a short list is not "no more" (HNSW
+            # returns fewer than asked while more exist, among near-equal vectors, or with parts of
+            # a graph left hard to reach by removals): ask again, wider, then exactly.
+            if len(kb) + len(kt) >= limit:
                 return self._rescored(
                     q, np.concatenate([kb, kb_out]), np.concatenate([rb, rb_out]),
                     np.concatenate([kt, kt_out]), np.concatenate([rt, rt_out]), limit,
