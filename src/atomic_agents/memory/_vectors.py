@@ -372,6 +372,7 @@ class VectorIndex:
         if dead.size:
             self.ann.remove(dead)
         self._bc &= self._bl
+        self._cov[: self._n] &= self._live[: self._n]  # (so a second settle finds nothing to take out)
         self._outdated.clear()  # (the live ones were folded in, the dead ones just taken out)
 
     def save_ann(self, path: Any) -> bool:
@@ -485,6 +486,10 @@ class VectorIndex:
             eligible, in_graph = min(eligible, len(only)), min(in_graph, len(only))
         if eligible == 0:
             return []
+        # over-fetch by the share of the graph's own rows in scope
+        k = math.ceil(max(limit * 4, 40) / (in_graph / max(1, len(self.ann)))) if in_graph > 0 else 0
+        if in_graph > 0 and k > min(ANN_MAX_K, len(self.ann) - 1):  # asking the graph for all it holds: exact costs no more
+            return None
         only_sorted = None if only is None else np.unique(only)
         # held outside the graph, and complete: its copy groups' rows, and (written past a mapped
         # graph) the rows it lacks, scanned exactly
@@ -497,8 +502,6 @@ class VectorIndex:
             kt_out, rt_out = np.concatenate([kt_out, self._keys[ut]]), np.concatenate([rt_out, ut])
         if in_graph <= 0:
             return self._rescored(q, kb_out, rb_out, kt_out, rt_out, limit)
-        # over-fetch by the share of the graph's own rows in scope
-        k = math.ceil(max(limit * 4, 40) / (in_graph / max(1, len(self.ann))))
         while k <= ANN_MAX_K:
             if k >= len(self.ann):  # asking the graph for all it holds: the rows, exactly, cost no more
                 return None
