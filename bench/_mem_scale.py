@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_memory.py --section scale --sizes 10000,100000
     .venv/bin/python bench/bench_memory.py --section scale --sizes 1000000 --workdir /tmp/scale   # keeps the DBs
+    .venv/bin/python bench/bench_memory.py --section scale --sizes 100000 --old-build   # + the previous graph settings
     .venv/bin/python bench/bench_memory.py --section scale --sizes 1000000 --sweep 128:20000,64,48   # graph settings
     .venv/bin/python bench/bench_memory.py --section scale --sizes 1000000 --cold-only --workdir /tmp/scale  # new-process rows only
 
@@ -17,9 +18,9 @@ real model. Per size, interleaved where two things are compared:
 * recall@10 of the ANN tier against exact search on the same file; target >= 0.98;
 * the graph build: the first recall of a store whose graph is missing (answered by an
   exact scan; the build is never on the query path), the build itself (``build_ann``, as
-  ``memory ann build`` runs it: every core, this release's settings) vs the previous
-  settings (``expansion_add`` 128, first 20,000 rows on one thread) on the same vectors,
-  and each graph's recall@10 against exact through the store's own re-scoring;
+  ``memory ann build`` runs it: every core, this release's settings) and its recall@10
+  against exact through the store's own re-scoring; with ``--old-build`` also the previous
+  settings (``expansion_add`` 128, first 20,000 rows on one thread) on the same vectors;
 * first recall of a new process (a subprocess: open the store, first recall, model
   load included) from the ``.npy`` snapshot + mapped graph, vs the model load alone;
   target <= 1 s at 1M;
@@ -255,9 +256,10 @@ def child(code: str, *args: str) -> tuple[dict, float]:  # type: ignore[type-arg
 
 
 def build_rows(
-    ann: SQLiteMemoryStore, exact: SQLiteMemoryStore, model: object, qs: Sequence[str]
+    ann: SQLiteMemoryStore, exact: SQLiteMemoryStore, model: object, qs: Sequence[str], old_build: bool = False
 ) -> tuple[list[tuple[str, str, str, str]], float]:
-    """The graph build now (``build_ann``) vs the previous settings on the same vectors, with each graph's recall@10."""
+    """The graph build now (``build_ann``) with its recall@10; with ``old_build`` also the previous
+    settings on the same vectors (~20 min more at 1M on 2 cores)."""
     from atomic_agents.memory import _ann
 
     if ann.ann_threshold is None or len(exact._sync()) < ann.ann_threshold:
@@ -268,17 +270,9 @@ def build_rows(
     new_s = time.perf_counter() - t0
     assert out["status"] == "built", out
     ix = exact._sync()
-    live = ix._row_arrays()
-    keys, vecs = live["keys"], live["vecs"]
-    saved = _ann._EXPANSION_ADD, _ann._SERIAL_HEAD, _ann._EXPANSION_SEARCH
-    _ann._EXPANSION_ADD, _ann._SERIAL_HEAD, _ann._EXPANSION_SEARCH = 128, 20_000, 400  # the previous release's graph
-    try:
-        load_old = os.getloadavg()[0]
-        t0 = time.perf_counter()
-        old = _ann.AnnIndex.build(keys, vecs, live["scope"])
-        old_s = time.perf_counter() - t0
-    finally:
-        _ann._EXPANSION_ADD, _ann._SERIAL_HEAD, _ann._EXPANSION_SEARCH = saved
+    old, old_s, load_old = None, 0.0, 0.0
+    if old_build:
+        old, old_s, load_old = _old_graph(ix)
     qv = model.embed_batch(list(qs[:200]))  # type: ignore[attr-defined]
     key, now = SCOPE.key(), time.time()
     truth = [{k for k, _ in ix.search(v, key, 10, now=now)} for v in qv]
@@ -293,14 +287,33 @@ def build_rows(
 
     assert ann._index is not None and ann._index.ann is not None
     new_graph = ann._index.ann
+    base_build = f"{old_s:.1f} previous settings (expansion_add 128, first 20,000 on one thread; load {load_old:.1f})" if old else "- (--old-build)"
+    base_recall = f"{recall_at_10(old):.3f} previous settings (search width 400)" if old else "-"
     rows = [
         (f"graph build (s; build_ann = `memory ann build`, {os.cpu_count()} threads, expansion_add {_ann._EXPANSION_ADD},"
-         f" first {_ann._SERIAL_HEAD:,} rows on one thread; load {load:.1f})", f"{new_s:.1f}",
-         f"{old_s:.1f} previous settings (expansion_add 128, first 20,000 on one thread; load {load_old:.1f})", ""),
+         f" first {_ann._SERIAL_HEAD:,} rows on one thread; load {load:.1f})", f"{new_s:.1f}", base_build, ""),
         (f"graph recall@10 vs exact (store re-scoring), this build (search width {_ann._EXPANSION_SEARCH})",
-         f"{recall_at_10(new_graph):.3f}", f"{recall_at_10(old):.3f} previous settings (search width 400)", ">= 0.98"),
+         f"{recall_at_10(new_graph):.3f}", base_recall, ">= 0.98"),
     ]  # fmt: skip
     return rows, old_s
+
+
+def _old_graph(ix: object) -> tuple[object, float, float]:
+    """The previous release's graph over the same live rows: ``(graph, build seconds, load average)``."""
+    from atomic_agents.memory import _ann
+
+    live = ix._row_arrays()  # type: ignore[attr-defined]
+    keys, vecs = live["keys"], live["vecs"]
+    saved = _ann._EXPANSION_ADD, _ann._SERIAL_HEAD, _ann._EXPANSION_SEARCH
+    _ann._EXPANSION_ADD, _ann._SERIAL_HEAD, _ann._EXPANSION_SEARCH = 128, 20_000, 400  # the previous release's graph
+    try:
+        load_old = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        old = _ann.AnnIndex.build(keys, vecs, live["scope"])
+        old_s = time.perf_counter() - t0
+    finally:
+        _ann._EXPANSION_ADD, _ann._SERIAL_HEAD, _ann._EXPANSION_SEARCH = saved
+    return old, old_s, load_old
 
 
 def cold_only(db: Path, n: int, model: object, qs: Sequence[str]) -> list[tuple[str, str, str, str]]:
@@ -323,7 +336,9 @@ def cold_only(db: Path, n: int, model: object, qs: Sequence[str]) -> list[tuple[
     return rows + after_hard_delete(db, model, qs, 3 if n >= 1_000_000 else 5)
 
 
-def measure(n: int, workdir: Path, model: object, seeds: np.ndarray, reps: int, only_cold: bool = False) -> list[tuple[str, str, str, str]]:
+def measure(
+    n: int, workdir: Path, model: object, seeds: np.ndarray, reps: int, only_cold: bool = False, old_build: bool = False
+) -> list[tuple[str, str, str, str]]:
     import atomic_agents.memory._vectors as vectors
     from atomic_agents.memory._matrix_cache import ann_path, load_snapshot, meta_path, snapshot_path
 
@@ -341,7 +356,7 @@ def measure(n: int, workdir: Path, model: object, seeds: np.ndarray, reps: int, 
     t0 = time.perf_counter()
     ann.recall(qs[0], SCOPE)  # past the threshold, no graph: an exact scan; never a build
     first_ms = (time.perf_counter() - t0) * 1e3
-    graph_rows, old_build_s = build_rows(ann, exact, model, qs[2 * reps :])
+    graph_rows, old_build_s = build_rows(ann, exact, model, qs[2 * reps :], old_build)
     tier = "ANN" if ann._index is not None and ann._index.ann is not None else "exact (below threshold)"
     rows.append((
         "first recall with the graph missing (ms; exact scan, the graph is not built on the query path)",
@@ -508,6 +523,8 @@ def run(argv: Sequence[str]) -> None:
                     help="instead: the graph alone, build time and recall per expansion_add (e.g. 128:20000,64,48)")
     ap.add_argument("--cold-only", action="store_true",
                     help="only the new-process rows (first recall; after another process's hard delete), from the snapshot as it is")
+    ap.add_argument("--old-build", action="store_true",
+                    help="also build the previous release's graph on the same vectors (~20 min more at 1M) and compare")
     args = ap.parse_args(list(argv))
     model = embedder_from_name("minilm")
     seeds = model.embed_batch([t for t, _ in make_texts(2000, seed=3)])  # type: ignore[attr-defined]
@@ -522,7 +539,7 @@ def run(argv: Sequence[str]) -> None:
     try:
         for n in [int(s) for s in args.sizes.split(",")]:
             t0, load0 = time.perf_counter(), os.getloadavg()[0]
-            rows = measure(n, workdir, model, seeds, args.reps, args.cold_only)
+            rows = measure(n, workdir, model, seeds, args.reps, args.cold_only, args.old_build)
             print(f"\n## scale: {n:,} memories ({time.perf_counter() - t0:.0f} s; load {load0:.1f} -> {os.getloadavg()[0]:.1f} "
                   f"on {os.cpu_count()} cores; corpus vectors synthetic, queries through the real model)\n")  # fmt: skip
             print("| metric | atomic-agents | baseline (same run) | target |")
