@@ -47,7 +47,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -287,8 +288,8 @@ def build_rows(
 
     assert ann._index is not None and ann._index.ann is not None
     new_graph = ann._index.ann
-    base_build = f"{old_s:.1f} previous settings (expansion_add 128, first 20,000 on one thread; load {load_old:.1f})" if old else "- (--old-build)"
-    base_recall = f"{recall_at_10(old):.3f} previous settings (search width 400)" if old else "-"
+    base_build = f"{old_s:.1f} previous settings (expansion_add 128, first 20,000 on one thread; load {load_old:.1f})" if old is not None else "- (--old-build)"
+    base_recall = f"{recall_at_10(old):.3f} previous settings (search width 400)" if old is not None else "-"
     rows = [
         (f"graph build (s; build_ann = `memory ann build`, {os.cpu_count()} threads, expansion_add {_ann._EXPANSION_ADD},"
          f" first {_ann._SERIAL_HEAD:,} rows on one thread; load {load:.1f})", f"{new_s:.1f}", base_build, ""),
@@ -298,22 +299,31 @@ def build_rows(
     return rows, old_s
 
 
+@contextmanager
+def graph_settings(**values: int) -> Iterator[None]:
+    """``_ann``'s build/search settings (``EXPANSION_ADD=128``, ...) set for the block, then restored."""
+    from atomic_agents.memory import _ann
+
+    saved = {k: getattr(_ann, f"_{k}") for k in values}
+    for k, v in values.items():
+        setattr(_ann, f"_{k}", v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(_ann, f"_{k}", v)
+
+
 def _old_graph(ix: object) -> tuple[object, float, float]:
     """The previous release's graph over the same live rows: ``(graph, build seconds, load average)``."""
     from atomic_agents.memory import _ann
 
     live = ix._row_arrays()  # type: ignore[attr-defined]
-    keys, vecs = live["keys"], live["vecs"]
-    saved = _ann._EXPANSION_ADD, _ann._SERIAL_HEAD, _ann._EXPANSION_SEARCH
-    _ann._EXPANSION_ADD, _ann._SERIAL_HEAD, _ann._EXPANSION_SEARCH = 128, 20_000, 400  # the previous release's graph
-    try:
+    with graph_settings(EXPANSION_ADD=128, SERIAL_HEAD=20_000, EXPANSION_SEARCH=400):  # the previous release's graph
         load_old = os.getloadavg()[0]
         t0 = time.perf_counter()
-        old = _ann.AnnIndex.build(keys, vecs, live["scope"])
-        old_s = time.perf_counter() - t0
-    finally:
-        _ann._EXPANSION_ADD, _ann._SERIAL_HEAD, _ann._EXPANSION_SEARCH = saved
-    return old, old_s, load_old
+        old = _ann.AnnIndex.build(live["keys"], live["vecs"], live["scope"])
+        return old, time.perf_counter() - t0, load_old
 
 
 def cold_only(db: Path, n: int, model: object, qs: Sequence[str]) -> list[tuple[str, str, str, str]]:
@@ -397,8 +407,6 @@ def measure(
     key = SCOPE.key()
     one, many = [], []
     real = vectors.one_blas_thread
-    from contextlib import nullcontext
-
     for v in qv:
         for out, ctx in ((one, real), (many, nullcontext)):
             vectors.one_blas_thread = ctx  # type: ignore[assignment]
@@ -490,11 +498,9 @@ def sweep(n: int, model: object, seeds: np.ndarray, settings: str) -> None:
     print(f"\n## graph sweep: {n:,} vectors (synthetic, as above)\n")
     print("| expansion_add | serial head | build (s) | load | recall@10 at search width 400 / 600 / 800 |")
     print("|---|---|---|---|---|")
-    saved = _ann._EXPANSION_ADD, _ann._SERIAL_HEAD
-    try:
-        for item in settings.split(","):
-            ef, _, head = item.partition(":")
-            _ann._EXPANSION_ADD, _ann._SERIAL_HEAD = int(ef), int(head or saved[1])
+    for item in settings.split(","):
+        ef, _, head = item.partition(":")
+        with graph_settings(EXPANSION_ADD=int(ef), SERIAL_HEAD=int(head or _ann._SERIAL_HEAD)):
             load = os.getloadavg()[0]
             t0 = time.perf_counter()
             graph = _ann.AnnIndex.build(keys, vecs)
@@ -510,8 +516,6 @@ def sweep(n: int, model: object, seeds: np.ndarray, settings: str) -> None:
                 cells.append(f"{hits / truth.size:.3f}")
             print(f"| {ef} | {_ann._SERIAL_HEAD:,} | {took:.0f} | {load:.1f} | {' / '.join(cells)} |", flush=True)
             del graph
-    finally:
-        _ann._EXPANSION_ADD, _ann._SERIAL_HEAD = saved
 
 
 def run(argv: Sequence[str]) -> None:
