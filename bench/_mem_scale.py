@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_memory.py --section scale --sizes 10000,100000
     .venv/bin/python bench/bench_memory.py --section scale --sizes 1000000 --workdir /tmp/scale   # keeps the DBs
     .venv/bin/python bench/bench_memory.py --section scale --sizes 100000 --old-build   # + the previous graph settings
-    .venv/bin/python bench/bench_memory.py --section scale --sizes 1000000 --sweep 128:20000,64,48   # graph settings
+    .venv/bin/python bench/bench_memory.py --section scale --sizes 1000000 --sweep 48::16,48,48::48   # graph settings: EF_ADD[:HEAD[:CONNECTIVITY]]
     .venv/bin/python bench/bench_memory.py --section scale --sizes 1000000 --cold-only --workdir /tmp/scale  # new-process rows only
 
 The corpus is **synthetic**: normalised vectors built from real model embeddings of
@@ -19,8 +19,9 @@ real model. Per size, interleaved where two things are compared:
 * the graph build: the first recall of a store whose graph is missing (answered by an
   exact scan; the build is never on the query path), the build itself (``build_ann``, as
   ``memory ann build`` runs it: every core, this release's settings) and its recall@10
-  against exact through the store's own re-scoring; with ``--old-build`` also the previous
-  settings (``expansion_add`` 128, first 20,000 rows on one thread) on the same vectors;
+  against exact through the store's own re-scoring, and the vector index's search time; with
+  ``--old-build`` also the previous release's graph (connectivity 16, searched at width 800) on
+  the same vectors, interleaved;
 * first recall of a new process (a subprocess: open the store, first recall, model
   load included) from the ``.npy`` snapshot + mapped graph, vs the model load alone;
   target <= 1 s at 1M;
@@ -258,13 +259,13 @@ def child(code: str, *args: str) -> tuple[dict, float]:  # type: ignore[type-arg
 
 def build_rows(
     ann: SQLiteMemoryStore, exact: SQLiteMemoryStore, model: object, qs: Sequence[str], old_build: bool = False
-) -> tuple[list[tuple[str, str, str, str]], float]:
-    """The graph build now (``build_ann``) with its recall@10; with ``old_build`` also the previous
-    settings on the same vectors (~20 min more at 1M on 2 cores)."""
+) -> list[tuple[str, str, str, str]]:
+    """The graph build now (``build_ann``) with its recall@10 and search time; with ``old_build`` also
+    the previous release's settings on the same vectors (~4 min more at 1M on 2 cores), interleaved."""
     from atomic_agents.memory import _ann
 
     if ann.ann_threshold is None or len(exact._sync()) < ann.ann_threshold:
-        return [], 0.0
+        return []
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     out = ann.build_ann()
@@ -288,15 +289,38 @@ def build_rows(
 
     assert ann._index is not None and ann._index.ann is not None
     new_graph = ann._index.ann
-    base_build = f"{old_s:.1f} previous settings (expansion_add 128, first 20,000 on one thread; load {load_old:.1f})" if old is not None else "- (--old-build)"
-    base_recall = f"{recall_at_10(old):.3f} previous settings (search width 400)" if old is not None else "-"
+
+    def search_ms(graph: object, v: np.ndarray) -> float:
+        ix.attach_ann(graph)  # type: ignore[arg-type]
+        try:
+            t0 = time.perf_counter()
+            ix.search(v, key, 10, now=now)
+            return (time.perf_counter() - t0) * 1e3
+        finally:
+            ix.ann = None
+
+    previous = (  # (read off the graph, as searched)
+        f"previous settings (connectivity {old._raw.connectivity}, search width {old._raw.expansion_search})"  # type: ignore[attr-defined]
+        if old is not None else ""
+    )  # fmt: skip
+    base_build = f"{old_s:.1f} {previous}; load {load_old:.1f}" if old is not None else "- (--old-build)"
+    base_recall = f"{recall_at_10(old):.3f} {previous}" if old is not None else "-"
+    took, took_old = [], []
+    for v in qv:  # interleaved
+        if old is not None:
+            took_old.append(search_ms(old, v))
+        took.append(search_ms(new_graph, v))
+    base_ms = f"{pct(took_old, 50):.2f} / {pct(took_old, 95):.2f} {previous}" if old is not None else "-"
     rows = [
-        (f"graph build (s; build_ann = `memory ann build`, {os.cpu_count()} threads, expansion_add {_ann._EXPANSION_ADD},"
-         f" first {_ann._SERIAL_HEAD:,} rows on one thread; load {load:.1f})", f"{new_s:.1f}", base_build, ""),
+        (f"graph build (s; build_ann = `memory ann build`, {os.cpu_count()} threads, connectivity {_ann._CONNECTIVITY},"
+         f" expansion_add {_ann._EXPANSION_ADD}, first {_ann._SERIAL_HEAD:,} rows on one thread; load {load:.1f})",
+         f"{new_s:.1f}", base_build, ""),
         (f"graph recall@10 vs exact (store re-scoring), this build (search width {_ann._EXPANSION_SEARCH})",
          f"{recall_at_10(new_graph):.3f}", base_recall, ">= 0.98"),
+        ("graph search p50 / p95 (ms; the vector index's search: graph, re-scoring, filters), this build",
+         f"{pct(took, 50):.2f} / {pct(took, 95):.2f}", base_ms, ""),
     ]  # fmt: skip
-    return rows, old_s
+    return rows
 
 
 @contextmanager
@@ -319,7 +343,8 @@ def _old_graph(ix: object) -> tuple[object, float, float]:
     from atomic_agents.memory import _ann
 
     live = ix._row_arrays()  # type: ignore[attr-defined]
-    with graph_settings(EXPANSION_ADD=128, SERIAL_HEAD=20_000, EXPANSION_SEARCH=400):  # the previous release's graph
+    # the previous release's graph, searched as this release searches a file of it (the wider beam)
+    with graph_settings(CONNECTIVITY=16, EXPANSION_SEARCH=_ann._EXPANSION_SEARCH_SPARSE):
         load_old = os.getloadavg()[0]
         t0 = time.perf_counter()
         old = _ann.AnnIndex.build(live["keys"], live["vecs"], live["scope"])
@@ -366,11 +391,11 @@ def measure(
     t0 = time.perf_counter()
     ann.recall(qs[0], SCOPE)  # past the threshold, no graph: an exact scan; never a build
     first_ms = (time.perf_counter() - t0) * 1e3
-    graph_rows, old_build_s = build_rows(ann, exact, model, qs[2 * reps :], old_build)
+    graph_rows = build_rows(ann, exact, model, qs[2 * reps :], old_build)
     tier = "ANN" if ann._index is not None and ann._index.ann is not None else "exact (below threshold)"
     rows.append((
         "first recall with the graph missing (ms; exact scan, the graph is not built on the query path)",
-        f"{first_ms:.0f}", f"{old_build_s * 1e3:.0f} before (the build ran inside this recall)" if old_build_s else "-", "",
+        f"{first_ms:.0f}", "-", "",
     ))  # fmt: skip
     rows += graph_rows
 
@@ -484,10 +509,11 @@ def measure(
 
 
 def sweep(n: int, model: object, seeds: np.ndarray, settings: str) -> None:
-    """Graph alone (no store): build time and recall@10 per ``expansion_add`` and search width.
+    """Graph alone (no store): build time, recall@10 and search time per setting and search width.
 
-    ``settings``: ``EF_ADD[:SERIAL_HEAD],...``; recall as the store computes it (40 candidates
-    from the graph re-scored exactly against the float32 vectors), over 200 real-model queries.
+    ``settings``: ``EF_ADD[:SERIAL_HEAD[:CONNECTIVITY]],...``; recall as the store computes it (40
+    candidates from the graph re-scored exactly against the float32 vectors), over 200 real-model
+    queries; search time is the graph's alone (p50, one thread).
     """
     from atomic_agents.memory import _ann
 
@@ -495,26 +521,32 @@ def sweep(n: int, model: object, seeds: np.ndarray, settings: str) -> None:
     qv = np.asarray(model.embed_batch(queries(200, seed=n % 997)), np.float32)  # type: ignore[attr-defined]
     truth = np.argsort(-(vecs @ qv.T), axis=0)[:10].T
     keys = np.arange(n, dtype=np.int64)
+    widths = (400, 500, 600, 800)
     print(f"\n## graph sweep: {n:,} vectors (synthetic, as above)\n")
-    print("| expansion_add | serial head | build (s) | load | recall@10 at search width 400 / 600 / 800 |")
-    print("|---|---|---|---|---|")
+    print("| expansion_add | serial head | connectivity | build (s) | load | recall@10 (search p50, ms) at width "
+          + " / ".join(map(str, widths)) + " |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
     for item in settings.split(","):
-        ef, _, head = item.partition(":")
-        with graph_settings(EXPANSION_ADD=int(ef), SERIAL_HEAD=int(head or _ann._SERIAL_HEAD)):
+        ef, head, m = (item.split(":") + ["", ""])[:3]
+        with graph_settings(
+            EXPANSION_ADD=int(ef), SERIAL_HEAD=int(head or _ann._SERIAL_HEAD), CONNECTIVITY=int(m or _ann._CONNECTIVITY)
+        ):
             load = os.getloadavg()[0]
             t0 = time.perf_counter()
             graph = _ann.AnnIndex.build(keys, vecs)
             took = time.perf_counter() - t0
             cells = []
-            for width in (400, 600, 800):
+            for width in widths:
                 graph._raw.expansion_search = width
-                hits = 0
+                hits, ms = 0, []
                 for q, t in zip(qv, truth, strict=True):
+                    t0 = time.perf_counter()
                     cand = graph.search(q, 40)
+                    ms.append((time.perf_counter() - t0) * 1e3)
                     top = cand[np.argsort(-(vecs[cand] @ q))[:10]]
                     hits += len(set(top.tolist()) & set(t.tolist()))
-                cells.append(f"{hits / truth.size:.3f}")
-            print(f"| {ef} | {_ann._SERIAL_HEAD:,} | {took:.0f} | {load:.1f} | {' / '.join(cells)} |", flush=True)
+                cells.append(f"{hits / truth.size:.3f} ({pct(ms, 50):.2f})")
+            print(f"| {ef} | {_ann._SERIAL_HEAD:,} | {_ann._CONNECTIVITY} | {took:.0f} | {load:.1f} | {' / '.join(cells)} |", flush=True)
             del graph
 
 
@@ -523,8 +555,8 @@ def run(argv: Sequence[str]) -> None:
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--workdir", default=None, help="keep the databases here (reused by the next run)")
-    ap.add_argument("--sweep", default=None, metavar="EF[:HEAD],...",
-                    help="instead: the graph alone, build time and recall per expansion_add (e.g. 128:20000,64,48)")
+    ap.add_argument("--sweep", default=None, metavar="EF[:HEAD[:M]],...",
+                    help="instead: the graph alone, build time, recall and search time per setting (e.g. 48::16,48,64)")
     ap.add_argument("--cold-only", action="store_true",
                     help="only the new-process rows (first recall; after another process's hard delete), from the snapshot as it is")
     ap.add_argument("--old-build", action="store_true",

@@ -78,6 +78,28 @@ def test_ann_top_k_equals_exact_and_scores_are_exact_cosines() -> None:
         assert dict(got) == pytest.approx(dict(want), abs=1e-6)  # exact search's numbers, to float32 rounding
 
 
+def test_a_graph_is_searched_with_the_width_its_connectivity_needs(tmp_path: Path) -> None:
+    """This release builds denser graphs searched with a narrower beam; a sparser graph saved by an
+    earlier release keeps the wider beam it needs, mapped or copied into memory, until rebuilt."""
+    from atomic_agents.memory import _ann
+
+    _, pts = _clusters(50, 10)
+    keys = np.arange(len(pts), dtype=np.int64)
+    built = AnnIndex.build(keys, pts)
+    assert built._raw.connectivity == _ann._CONNECTIVITY
+    assert built._raw.expansion_search == _ann._EXPANSION_SEARCH < _ann._EXPANSION_SEARCH_SPARSE
+    built.save(tmp_path / "new.usearch")
+    old = _ann._usearch()(ndim=DIM, metric="cos", dtype="i8", connectivity=16, expansion_add=48)
+    old.add(keys.astype(np.uint64), pts)
+    old.save(str(tmp_path / "old.usearch"))
+    for name, width in (("new", _ann._EXPANSION_SEARCH), ("old", _ann._EXPANSION_SEARCH_SPARSE)):
+        opened = AnnIndex.open(tmp_path / f"{name}.usearch", DIM, len(pts))
+        assert opened is not None and opened._raw.expansion_search == width, name
+        opened.make_mutable()
+        assert opened._raw.expansion_search == width and opened.copy()._raw.expansion_search == width, name
+        assert set(opened.search(pts[7], 5).tolist()) >= {7}
+
+
 def test_ann_candidates_are_filtered_by_scope_expiry_and_key_set() -> None:
     _, pts = _clusters(100, 10, seed=1)
     n = len(pts)

@@ -41,16 +41,23 @@ __all__ = ["ANN_THRESHOLD", "AnnIndex", "BuildCancelled", "ann_threshold"]
 #: the ``ATOMIC_AGENTS_ANN_THRESHOLD`` environment variable (``0`` turns the tier off).
 ANN_THRESHOLD = 20_000
 
-_CONNECTIVITY = 16
+#: Links per node (usearch doubles it on the base level). Measured at 1M on the bench corpus
+#: (2 shared cores; expansion_add 48; recall@10 after exact re-scoring of 40 candidates, 300
+#: real-model queries; graph search p50 / p95 interleaved): 16 -> 225 s build, 533 MB, 0.960 /
+#: 0.977 / 0.989 at width 400 / 600 / 800, 4.51 / 7.87 ms at 800; 32 -> 216 s, 660 MB, 0.983 /
+#: 0.992 / 0.995, 3.50 / 6.42 ms at 500 (0.988). More links cost the build nothing here (its
+#: time is memory latency, not distances) and let a narrower beam find the same neighbours.
+_CONNECTIVITY = 32
 #: Beam width while inserting: the build's cost is about proportional to it. Measured at
-#: 1M on the bench corpus (2 shared cores; recall@10 after exact re-scoring of 40
-#: candidates): 128 -> 1,187 s build, 0.992 at search width 400; 64 -> 435 s, 0.976 /
-#: 0.987 / 0.994 at 400 / 600 / 800; 48 -> 214 s, 0.961 / 0.983 / 0.990; 40 -> 272 s
-#: (busier machine), 0.948 at 400. A cheaper build with a wider search: 48 and 800.
+#: 1M on the bench corpus with connectivity 16: 128 -> 1,187 s build, 0.992 at search
+#: width 400; 64 -> 435 s, 0.976 / 0.987 / 0.994 at 400 / 600 / 800; 48 -> 214 s, 0.961 /
+#: 0.983 / 0.990; 40 -> 272 s (busier machine), 0.948 at 400. A cheaper build, wider search.
 _EXPANSION_ADD = 48
-#: Graph beam width at query time; what sets recall for a given graph (above; 800 costs
-#: ~2.1 ms p50 per search at 1M against ~1.2 ms at 400).
-_EXPANSION_SEARCH = 800
+#: Graph beam width at query time; what sets recall for a given graph (above).
+_EXPANSION_SEARCH = 500
+#: The width for a graph saved with the connectivity of earlier releases (16): it needs the
+#: wider beam for the same recall, and keeps it until ``memory ann build`` rebuilds it.
+_EXPANSION_SEARCH_SPARSE = 800
 #: Rows inserted on one thread before the parallel batch (see ``build``).
 _SERIAL_HEAD = 5_000
 
@@ -119,6 +126,12 @@ def _index(ndim: int) -> Any:
     )
 
 
+def search_width(raw: Any) -> int:
+    """The beam width to search this usearch graph with: this release's for a graph of its
+    connectivity or more, the wider one for a sparser graph (an earlier release's file)."""
+    return _EXPANSION_SEARCH if int(raw.connectivity) >= _CONNECTIVITY else _EXPANSION_SEARCH_SPARSE
+
+
 def _tags(tags: np.ndarray | None, n: int) -> np.ndarray:
     return np.zeros(n, np.int64) if tags is None else np.asarray(tags, np.int64)
 
@@ -129,7 +142,7 @@ class AnnIndex:
     def __init__(self, ndim: int, raw: Any, *, view: Path | None = None, copies: CopyGroups | None = None) -> None:
         self.ndim = ndim
         self._raw: Any = raw
-        raw.expansion_search = _EXPANSION_SEARCH  # not taken from a saved file
+        raw.expansion_search = search_width(raw)  # not taken from a saved file
         self._view = view  # the file this is a read-only map of, or None when mutable
         #: the rows left out of the graph because their vector equals another row's
         self.copies = copies if copies is not None else CopyGroups(ndim)
