@@ -42,11 +42,13 @@ __all__ = ["ANN_THRESHOLD", "AnnIndex", "BuildCancelled", "ann_threshold"]
 ANN_THRESHOLD = 20_000
 
 #: Links per node (usearch doubles it on the base level). Measured at 1M on the bench corpus
-#: (2 shared cores; expansion_add 48; recall@10 after exact re-scoring of 40 candidates, 300
-#: real-model queries; graph search p50 / p95 interleaved): 16 -> 225 s build, 533 MB, 0.960 /
-#: 0.977 / 0.989 at width 400 / 600 / 800, 4.51 / 7.87 ms at 800; 32 -> 216 s, 660 MB, 0.983 /
-#: 0.992 / 0.995, 3.50 / 6.42 ms at 500 (0.988). More links cost the build nothing here (its
-#: time is memory latency, not distances) and let a narrower beam find the same neighbours.
+#: (2 shared cores, expansion_add 48): 16 -> 225 s build, 533 MB, recall@10 0.960 / 0.977 /
+#: 0.989 at width 400 / 600 / 800 (the graph alone, 40 candidates re-scored exactly); 32 ->
+#: 216 s, 660 MB, 0.983 / 0.992 / 0.995, and 0.988 at 500. Through the store (the vector
+#: index's search, 2 x 500 real-model queries interleaved): 32 at 500 -> 3.01 / 4.29 and 3.02 /
+#: 4.63 ms p50 / p95, recall@10 0.987 / 0.986; 16 at 800 -> 3.82 / 5.38 and 4.09 / 5.74 ms,
+#: 0.987 / 0.983. More links cost the build nothing (its time is memory latency, not
+#: distances) and let a narrower beam find the same neighbours.
 _CONNECTIVITY = 32
 #: Beam width while inserting: the build's cost is about proportional to it. Measured at
 #: 1M on the bench corpus with connectivity 16: 128 -> 1,187 s build, 0.992 at search
