@@ -128,7 +128,7 @@ def _index(ndim: int) -> Any:
     )
 
 
-def search_width(raw: Any) -> int:
+def _search_width(raw: Any) -> int:
     """The beam width to search this usearch graph with: this release's for a graph of its
     connectivity or more, the wider one for a sparser graph (an earlier release's file)."""
     return _EXPANSION_SEARCH if int(raw.connectivity) >= _CONNECTIVITY else _EXPANSION_SEARCH_SPARSE
@@ -144,7 +144,7 @@ class AnnIndex:
     def __init__(self, ndim: int, raw: Any, *, view: Path | None = None, copies: CopyGroups | None = None) -> None:
         self.ndim = ndim
         self._raw: Any = raw
-        raw.expansion_search = search_width(raw)  # not taken from a saved file
+        raw.expansion_search = _search_width(raw)  # not taken from a saved file
         self._view = view  # the file this is a read-only map of, or None when mutable
         #: the rows left out of the graph because their vector equals another row's
         self.copies = copies if copies is not None else CopyGroups(ndim)
