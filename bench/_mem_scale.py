@@ -299,12 +299,6 @@ def build_rows(
         finally:
             ix.ann = None
 
-    previous = (  # (read off the graph, as searched)
-        f"previous settings (connectivity {old._raw.connectivity}, search width {old._raw.expansion_search})"  # type: ignore[attr-defined]
-        if old is not None else ""
-    )  # fmt: skip
-    base_build = f"{old_s:.1f} {previous}; load {load_old:.1f}" if old is not None else "- (--old-build)"
-    base_recall = f"{recall_at_10(old):.3f} {previous}" if old is not None else "-"
     took, took_old = [], []
     for i, v in enumerate(qv):  # interleaved, in alternating order (the second of two searches ran faster)
         if old is not None and i % 2 == 0:
@@ -312,7 +306,12 @@ def build_rows(
         took.append(search_ms(new_graph, v))
         if old is not None and i % 2 == 1:
             took_old.append(search_ms(old, v))
-    base_ms = f"{pct(took_old, 50):.2f} / {pct(took_old, 95):.2f} {previous}" if old is not None else "-"
+    base_build, base_recall, base_ms = "- (--old-build)", "-", "-"
+    if old is not None:  # (the settings read off the graph, as searched)
+        previous = f"previous settings (connectivity {old._raw.connectivity}, search width {old._raw.expansion_search})"  # type: ignore[attr-defined]
+        base_build = f"{old_s:.1f} {previous}; load {load_old:.1f}"
+        base_recall = f"{recall_at_10(old):.3f} {previous}"
+        base_ms = f"{pct(took_old, 50):.2f} / {pct(took_old, 95):.2f} {previous}"
     rows = [
         (f"graph build (s; build_ann = `memory ann build`, {os.cpu_count()} threads, connectivity {_ann._CONNECTIVITY},"
          f" expansion_add {_ann._EXPANSION_ADD}, first {_ann._SERIAL_HEAD:,} rows on one thread; load {load:.1f})",
