@@ -340,7 +340,9 @@ def serve(db: str, embedder: str, idle_timeout: float, *, ready: Any = None) -> 
     _command()  # the whole CLI, imported and built once
 
     store = _open(db, embedder)
-    store.embedder.embed_batch(["warm up"])  # load the model now, not at the first request
+    # Load the model now, not at the first request (the default model: its folded session too).
+    warm = getattr(store.embedder, "warm", None)
+    warm() if callable(warm) else store.embedder.embed_batch(["warm up"])
     try:
         os.unlink(sock_path)  # we hold the lock: any socket there is stale
     except FileNotFoundError:

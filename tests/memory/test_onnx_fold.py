@@ -1,0 +1,132 @@
+"""The folded session (the int8 weights decoded once, by numpy) gives the quick session's vectors
+bit for bit, serves small calls from a process's sixth one on, and is refused when it would not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from atomic_agents.memory import MiniLMEmbedder
+from atomic_agents.memory import _onnx_fold
+from atomic_agents.memory._onnx_fold import FoldError, fold_weights
+
+TEXTS = [
+    "deploy went green",
+    "When did Maya buy the cargo bike?",
+    "x",
+    "Quarterly revenue review moved to Friday because the CFO is travelling; " * 12,  # past the 256-token cut
+    "Überprüfung der Abrechnung — 請求の確認 — vérification 🚀",
+    "",
+]
+
+
+def _quick(emb: MiniLMEmbedder) -> Any:
+    emb.embed("load")  # one small call: the quick session only
+    assert emb._fast_session is None
+    return emb._session
+
+
+def _folded_session(emb: MiniLMEmbedder) -> tuple[Any, dict[str, np.ndarray]]:
+    model, weights = fold_weights(emb.locate().read_bytes())
+    options = emb._options(bulk=False)
+    options.add_session_config_entry("session.disable_prepacking", "1")
+    names = list(weights)
+    options.add_external_initializers(names, [ort.OrtValue.ortvalue_from_numpy(weights[n]) for n in names])
+    return ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"]), weights
+
+
+def test_the_folded_graph_computes_the_quick_sessions_numbers_bit_for_bit() -> None:
+    emb = MiniLMEmbedder()
+    quick = _quick(emb)
+    folded, weights = _folded_session(emb)
+    for text in TEXTS:  # one text per run, as queries go
+        hidden_q = emb._hidden([text], quick)[0]
+        hidden_f = emb._hidden([text], folded)[0]
+        assert np.array_equal(hidden_q, hidden_f), text
+    # and a padded batch of all of them
+    assert np.array_equal(emb._hidden(TEXTS, quick)[0], emb._hidden(TEXTS, folded)[0])
+    # The decoded weights are the graph's own Cast-then-Mul of the int8 matrices (36 of them) ...
+    assert len(weights) == 36 and all(w.dtype == np.float32 and w.ndim == 2 for w in weights.values())
+    # ... and the token table stays int8 in the model, gathered by rows before decoding.
+    model, _ = fold_weights(emb.locate().read_bytes())
+    assert b"inner.embeddings.word_embeddings.weight_q" in model
+    assert len(model) < emb.locate().stat().st_size
+
+
+def test_a_process_moves_to_the_folded_session_at_its_sixth_small_call() -> None:
+    emb, ref = MiniLMEmbedder(), MiniLMEmbedder()
+    texts = [*TEXTS, "what did the verifier record for goal 7?", "deploy failed again"]
+    assert emb.fast_from == 6 and len(texts) > emb.fast_from
+    got = []
+    for i, text in enumerate(texts):
+        got.append(emb.embed(text))
+        if i + 1 < emb.fast_from:  # a process of a few calls never builds it
+            assert emb._fast_session is None and emb._fast_weights == {}
+        else:  # built at the sixth, checked on that call and adopted
+            assert emb._fast_session not in (None, False)
+    quick = _quick(ref)
+    for vec, text in zip(got, texts):
+        assert np.array_equal(vec, ref._embed_with([text], quick)[0])  # the quick session's vectors
+    assert len(emb.embed_batch(texts[:3])) == 3  # a small call of several texts runs on it too
+    # Big calls keep their own session; the re-ranker's token states come from the folded one.
+    ((tokens, vecs),) = emb.token_vectors(["Bob is allergic to peanuts"])
+    ((ref_tokens, ref_vecs),) = ref.token_vectors(["Bob is allergic to peanuts"])
+    assert tokens == ref_tokens and np.array_equal(vecs, ref_vecs)
+
+
+def test_warm_builds_both_sessions_before_the_first_query() -> None:
+    emb = MiniLMEmbedder()
+    emb.warm()
+    assert emb._session is not None and emb._fast_session not in (None, False)
+    assert np.array_equal(emb.embed(TEXTS[1]), MiniLMEmbedder().embed(TEXTS[1]))
+
+
+class _Off:
+    """A session whose outputs differ from the real one's in the last bits (a kernel that sums differently)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        out = self.real.run(*args, **kwargs)
+        return [np.nextafter(out[0], np.float32(np.inf))]
+
+
+def test_a_folded_session_that_differs_in_any_bit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    emb = MiniLMEmbedder()
+    real = MiniLMEmbedder._new_fast_session
+    monkeypatch.setattr(MiniLMEmbedder, "_new_fast_session", lambda self: _Off(real(self)))
+    emb.fast_from = 2
+    first = emb.embed(TEXTS[0])
+    second = emb.embed(TEXTS[1])
+    assert emb._fast_session is False and emb._fast_weights == {}  # refused, its weights let go
+    third = emb.embed(TEXTS[2])
+    ref = MiniLMEmbedder()
+    for got, text in zip((first, second, third), TEXTS):
+        assert np.array_equal(got, ref.embed(text))  # the quick session's vectors throughout
+
+
+def test_a_model_that_does_not_fold_leaves_the_quick_session_serving(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(data: bytes) -> Any:
+        raise FoldError("no int8 weight to fold")
+
+    monkeypatch.setattr(_onnx_fold, "fold_weights", refuse)
+    emb = MiniLMEmbedder()
+    emb.fast_from = 2
+    vecs = [emb.embed(t) for t in TEXTS[:3]]
+    assert emb._fast_session is False
+    ref = MiniLMEmbedder()
+    assert all(np.array_equal(v, ref.embed(t)) for v, t in zip(vecs, TEXTS))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"\x3a\x05abc", b"\x08\xff\xff\xff", b"\x0f\x00", b"\x3a\x02\x08\x01"],
+    ids=["empty", "graph-past-its-end", "truncated-varint", "bad-wire-type", "graph-without-weights"],
+)
+def test_bytes_that_are_not_a_foldable_model_raise_fold_error(data: bytes) -> None:
+    with pytest.raises(FoldError):
+        fold_weights(data)
