@@ -132,9 +132,9 @@ def _session_rows(reps: int) -> list[tuple[str, str, str, str]]:
          f"{med['former'][0]:.0f} / {med['former'][1]:.0f} former settings (ALL, default threads)", "<= 60 ms"),
         ("ONNX session for 16+ texts (built on first need): wall / CPU ms", f"{med['bulk'][0]:.0f} / {med['bulk'][1]:.0f}",
          "same as former", ""),
-        ("folded session (a process's 2nd small call on; fold + session): wall / CPU ms",
+        ("folded session (built at a process's 6th small call: file read, fold, session): wall / CPU ms",
          f"{med['folded'][0]:.0f} / {med['folded'][1]:.0f}", "", ""),
-        ("one query's embedding, p50 ms: folded session (2nd call on)", f"{q50['folded']:.1f}",
+        ("one query's embedding, p50 ms: folded session (6th small call on)", f"{q50['folded']:.1f}",
          f"{q50['quick']:.1f} quick session (1st call); {q50['former']:.1f} former settings", "same vector as quick"),
     ]
 
