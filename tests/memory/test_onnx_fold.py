@@ -64,7 +64,7 @@ def test_a_process_moves_to_the_folded_session_at_its_sixth_small_call() -> None
     for i, text in enumerate(texts):
         got.append(emb.embed(text))
         if i + 1 < emb.fast_from:  # a process of a few calls never builds it
-            assert emb._fast_session is None and emb._fast_weights == {}
+            assert emb._fast_session is None and emb._folded is None
         else:  # built at the sixth, checked on that call and adopted
             assert emb._fast_session not in (None, False)
     quick = _quick(ref)
@@ -97,16 +97,29 @@ class _Off:
 
 def test_a_folded_session_that_differs_in_any_bit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     emb = MiniLMEmbedder()
-    real = MiniLMEmbedder._new_fast_session
-    monkeypatch.setattr(MiniLMEmbedder, "_new_fast_session", lambda self: _Off(real(self)))
+    real = MiniLMEmbedder._new_folded_session
+    monkeypatch.setattr(MiniLMEmbedder, "_new_folded_session", lambda self, bulk: _Off(real(self, bulk)))
     emb.fast_from = 2
     first = emb.embed(TEXTS[0])
     second = emb.embed(TEXTS[1])
-    assert emb._fast_session is False and emb._fast_weights == {}  # refused, its weights let go
+    assert emb._fast_session is False  # refused
     third = emb.embed(TEXTS[2])
     ref = MiniLMEmbedder()
     for got, text in zip((first, second, third), TEXTS):
         assert np.array_equal(got, ref.embed(text))  # the quick session's vectors throughout
+
+
+def test_the_bulk_session_built_from_the_folded_model_gives_the_files_bulk_vectors() -> None:
+    emb = MiniLMEmbedder()
+    emb.embed("load")
+    texts = [f"{t} ({i})" for i in range(3) for t in TEXTS]
+    assert len(texts) >= emb.bulk_from
+    folded = emb.embed_batch(texts)  # the first big call: the bulk session, from the folded model
+    assert emb._folded not in (None, False) and emb._bulk_session is not None
+    plain = MiniLMEmbedder()
+    plain.embed("load")
+    plain._folded = False  # as for a file that does not fold: the bulk session from the file, as before
+    assert np.array_equal(folded, plain.embed_batch(texts))
 
 
 def test_a_model_that_does_not_fold_leaves_the_quick_session_serving(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,9 +130,12 @@ def test_a_model_that_does_not_fold_leaves_the_quick_session_serving(monkeypatch
     emb = MiniLMEmbedder()
     emb.fast_from = 2
     vecs = [emb.embed(t) for t in TEXTS[:3]]
-    assert emb._fast_session is False
+    assert emb._fast_session is False and emb._folded is False
     ref = MiniLMEmbedder()
     assert all(np.array_equal(v, ref.embed(t)) for v, t in zip(vecs, TEXTS))
+    big = emb.embed_batch(TEXTS * 3)  # and big calls get the bulk session from the file
+    assert emb._bulk_session is not None
+    assert np.abs(big[: len(TEXTS)] - np.stack([ref.embed(t) for t in TEXTS])).max() < 1e-5
 
 
 @pytest.mark.parametrize(
