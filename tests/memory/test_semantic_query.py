@@ -74,3 +74,28 @@ def test_the_scope_counts_leave_out_its_speakers_name_within_their_bounds(tmp_pa
     assert solo._scope_idfs(q, scope, solo._idf(q), 80, 80) is None
     store.close()
     solo.close()
+
+
+def test_word_counts_are_kept_between_queries_and_follow_every_write(tmp_path: Path) -> None:
+    """Each stem's row count is read once until a write: ours, or another connection's."""
+    from atomic_agents.memory._scoring import idf
+
+    db = tmp_path / "m.db"
+    store, other = SQLiteMemoryStore(db, embedder=HashingEmbedder()), SQLiteMemoryStore(db, embedder=HashingEmbedder())
+    scope = Scope(agent_id="a", user_id="u")
+    store.remember_many([(f"note {i} about the deploy", {}) for i in range(4)] + [("a ridge hike", {})], scope)
+    first = store._idf("deploy ridge")
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    again = store._idf("ridge deploy")  # another query, the same words: no vocabulary lookup
+    assert again == first and not any("memories_fts_vocab" in s for s in statements)
+    other.remember("the ridge trail after the deploy", {}, scope)  # another connection's write
+    after = store._idf("deploy ridge")
+    assert any("memories_fts_vocab" in s for s in statements)
+    (deploy,) = stems(["deploy"]).values()
+    (ridge,) = stems(["ridge"]).values()
+    assert after[deploy] == pytest.approx(idf(6, 5)) and after[ridge] == pytest.approx(idf(6, 2))
+    store.remember("ridge walk", {}, scope)  # our own write
+    assert store._idf("ridge")[ridge] == pytest.approx(idf(7, 3))
+    store.close()
+    other.close()

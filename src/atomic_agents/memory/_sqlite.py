@@ -138,6 +138,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         self._writes = 0  # own commits (PRAGMA data_version only counts other connections')
         self._fts_rows: tuple[tuple[int, int], int] | None = None
         self._idf_memo: tuple[tuple[int, int], str, dict[str, float]] | None = None
+        self._df_memo: tuple[tuple[int, int], dict[str, int]] | None = None
         self._scope_hits: tuple[tuple[int, int], dict[tuple[tuple[str, ...], str], int]] | None = None
         self._vocab = False
 

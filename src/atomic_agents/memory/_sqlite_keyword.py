@@ -100,6 +100,10 @@ def _best(matches: Mapping[int, float], n: int) -> list[tuple[int, float]]:
     return [(k, v) for v, k in heapq.nsmallest(n, zip(matches.values(), matches.keys()))]
 
 
+#: stems whose row counts a store keeps between writes (a few hundred KB at most)
+_DF_MEMO_MAX = 10_000
+
+
 class SQLiteKeyword:
     """``_keyword`` (rank-first FTS5), ``_matches`` (one pass for hybrid) and ``_idf``."""
 
@@ -107,6 +111,8 @@ class SQLiteKeyword:
     _writes: int
     _fts_rows: tuple[tuple[int, int], int] | None
     _idf_memo: tuple[tuple[int, int], str, dict[str, float]] | None
+    #: each stem's row count in the FTS index, until the next write (ours or another process's)
+    _df_memo: tuple[tuple[int, int], dict[str, int]] | None
     _scope_hits: tuple[tuple[int, int], dict[tuple[tuple[str, ...], str], int]] | None
     _vocab: bool
 
@@ -127,11 +133,17 @@ class SQLiteKeyword:
             if not self._vocab:
                 self._read("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab USING fts5vocab(main, memories_fts, row)")
                 self._vocab = True
+            if self._df_memo is None or self._df_memo[0] != key or len(self._df_memo[1]) > _DF_MEMO_MAX:
+                self._df_memo = (key, {})
+            counts = self._df_memo[1]
         groups = key_groups(query)
         own: dict[str, float] = {}
         for stem in dict.fromkeys(st for ss in groups.values() for st in ss):
-            row = self._read("SELECT doc FROM temp.memories_fts_vocab WHERE term = ?", [stem])
-            own[stem] = idf(n_rows, int(row[0][0]) if row else 0)
+            n = counts.get(stem)
+            if n is None:  # FTS5 counts a word's rows by reading its doclist: once per word until a write
+                row = self._read("SELECT doc FROM temp.memories_fts_vocab WHERE term = ?", [stem])
+                n = counts[stem] = int(row[0][0]) if row else 0
+            own[stem] = idf(n_rows, n)
         out = key_idfs(groups, own)
         with self._lock:
             self._idf_memo = (key, query, out)
