@@ -221,7 +221,7 @@ class MiniLMEmbedder(BaseEmbedder):
     installed it, verified against its published sha256 before first use); the
     matching WordPiece ``tokenizer.json`` ships inside this package. Nothing is
     fetched and the process environment is left alone. Loading is lazy (first
-    :meth:`embed_batch`): ~20 ms for a small call, plus ~110 ms the first time a call
+    :meth:`embed_batch`): ~20-40 ms for a small call, plus ~140 ms the first time a call
     brings :attr:`bulk_from` texts or more (see there), and ~110 ms at the
     :attr:`fast_from`-th small call, which makes the next ones ~2x faster.
 
@@ -236,12 +236,13 @@ class MiniLMEmbedder(BaseEmbedder):
     batch_size = 32
 
     #: A call embedding at least this many texts runs on the fully optimised session, built on first
-    #: need. Its graph optimisations (constant folding turns the int8 weights into float ones, then
-    #: fusions) cost ~110 ms of CPU to build and make each text ~3x cheaper: they pay back after
-    #: about ten texts. A smaller call (a CLI ``remember``, any query) runs on a session built with
-    #: no graph optimisation in ~20 ms. The two agree within 2e-7 per component
-    #: (tests/memory/test_embedder_session.py); each call uses one of them, chosen by its size only,
-    #: so one query gives the same vector in every process.
+    #: need from the folded model (``_onnx_fold``: the int8 weights decoded once by numpy, which the
+    #: optimiser's constant folding did before at twice the cost), then fusions: ~140 ms of CPU to
+    #: build, and each text ~3x cheaper: it pays back after about ten texts. A smaller call (a CLI
+    #: ``remember``, any query) runs on a session built with no graph optimisation in ~20-40 ms, or
+    #: on the folded session that computes the same bits (:attr:`fast_from`). The two kinds agree
+    #: within 2e-7 per component (tests/memory/test_embedder_session.py); each call uses one kind,
+    #: chosen by its size only, so one query gives the same vector in every process.
     bulk_from = 16
 
     #: From this many small calls in one process on (or after :meth:`warm`), small calls run on
