@@ -65,8 +65,8 @@ def test_a_process_moves_to_the_folded_session_at_its_sixth_small_call() -> None
         got.append(emb.embed(text))
         if i + 1 < emb.fast_from:  # a process of a few calls never builds it
             assert emb._fast_session is None and emb._folded is None
-        else:  # built at the sixth, checked on that call and adopted
-            assert emb._fast_session not in (None, False)
+        else:  # built at the sixth, checked on that call and adopted; the quick session let go
+            assert emb._fast_session not in (None, False) and emb._session is emb._fast_session
     quick = _quick(ref)
     for vec, text in zip(got, texts):
         assert np.array_equal(vec, ref._embed_with([text], quick)[0])  # the quick session's vectors

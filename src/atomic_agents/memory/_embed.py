@@ -390,8 +390,8 @@ class MiniLMEmbedder(BaseEmbedder):
     def _adopt(self, candidate: Any, got: np.ndarray, expected: np.ndarray) -> None:
         """Adopt ``candidate`` if its vectors ``got`` are ``expected`` (the quick session's) bit for bit."""
         if np.array_equal(got, expected):
-            with self._lock:
-                self._fast_session = candidate
+            with self._lock:  # and the quick session goes, with the ~90 MB its runs decode the weights into
+                self._fast_session = self._session = candidate
 
     def warm(self) -> None:
         """Build the quick and the folded sessions now (the daemon calls it at start)."""
