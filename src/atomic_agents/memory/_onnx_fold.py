@@ -122,22 +122,25 @@ class _Node(NamedTuple):
     axis: int  # the ``axis`` attribute (0 when absent, ONNX's default for Gather)
 
 
+def _text(buf: memoryview, f: _Field) -> str:
+    return bytes(buf[f.value : f.end]).decode()
+
+
 def _node(buf: memoryview) -> _Node:
     op, inputs, outputs, axis = "", [], [], 0
     for f in _fields(buf):
-        text = lambda: bytes(buf[f.value : f.end]).decode()  # noqa: E731
         if f.number == _NODE_INPUT:
-            inputs.append(text())
+            inputs.append(_text(buf, f))
         elif f.number == _NODE_OUTPUT:
-            outputs.append(text())
+            outputs.append(_text(buf, f))
         elif f.number == _NODE_OP:
-            op = text()
+            op = _text(buf, f)
         elif f.number == _NODE_ATTRIBUTE:
             attr = buf[f.value : f.end]
             name, value = "", 0
             for a in _fields(attr):
                 if a.number == _ATTR_NAME:
-                    name = bytes(attr[a.value : a.end]).decode()
+                    name = _text(attr, a)
                 elif a.number == _ATTR_I:
                     value = _varint(attr, a.value)[0]
             if name == "axis":
@@ -166,7 +169,7 @@ def _tensor(buf: memoryview) -> _Tensor:
         elif f.number == _TENSOR_TYPE:
             dtype = _varint(buf, f.value)[0]
         elif f.number == _TENSOR_NAME:
-            name = bytes(buf[f.value : f.end]).decode()
+            name = _text(buf, f)
         elif f.number == _TENSOR_RAW:
             raw = buf[f.value : f.end]
     return _Tensor(name, tuple(dims), dtype, raw)
