@@ -36,7 +36,7 @@ else:
 
     np = lazy_module("numpy", globals(), "np")
 
-__all__ = ["fold_weights"]
+__all__ = ["FoldError", "fold_weights"]
 
 # Field numbers of onnx.proto3 (ModelProto, GraphProto, NodeProto, TensorProto, AttributeProto).
 _MODEL_GRAPH = 7
