@@ -8,8 +8,9 @@ answer ATP's agent prompts (``mcp__eden-memory__eden_remember`` ...) unchanged.
 >>> serve_stdio(ServerConfig.from_env(agents_root=Path("agents")))   # doctest: +SKIP
 
 Importing this package loads the MCP SDK only when a server is built
-(:func:`serve_stdio`, :func:`serve_http`); the store and the model load on the
-first tool call that needs them.
+(:func:`serve_stdio`, :func:`serve_http`); the store opens on the first tool call
+that needs it, and the model loads on a thread of its own from the client's first
+request (``ATOMIC_AGENTS_MCP_WARM=0``: on the first call that embeds).
 """
 
 from __future__ import annotations

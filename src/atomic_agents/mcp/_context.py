@@ -1,26 +1,39 @@
 """What the tools share for the life of the server: the store (opened once, on first use), the vault, the identity.
 
 The store and the model are the expensive parts, and the reason a long-lived
-server is the fast path: they load on the first tool call that needs them, not
-at start, so ``initialize`` is answered at once. All tool calls run on one
-worker thread (see ``_server``), so the SQLite connection is only ever used from
-the thread that opened it.
+server is the fast path. Neither loads before ``initialize`` is answered. The
+store opens on the first tool call that needs it. The model starts loading on a
+thread of its own at the client's first request after ``initialize``
+(:meth:`Services.warm_in_background`), while the agent is still thinking about
+its first call: its first recall then finds the sessions built (the quick one
+and the folded one, see ``memory/_embed.py``) instead of building them.
+``ATOMIC_AGENTS_MCP_WARM=0`` keeps the model lazy (a server used only for vault
+tools then never loads it). All tool calls run on one worker thread (see
+``_server``), so the SQLite connection is only ever used from the thread that
+opened it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..atp import Ledger
-    from ..memory import MemoryStore
+    from ..memory import BaseEmbedder, MemoryStore
     from ..vault import Vault
     from ._tools import Args
 
-__all__ = ["ServerConfig", "Services"]
+__all__ = ["WARM_ENV", "ServerConfig", "Services"]
+
+#: ``0`` (or ``false``, ``no``, ``off``): the server does not load the model before a tool needs it.
+WARM_ENV = "ATOMIC_AGENTS_MCP_WARM"
+
+log = logging.getLogger("atomic_agents.mcp")
 
 
 @dataclass(frozen=True)
@@ -60,15 +73,46 @@ class Services:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self._store: MemoryStore | None = None
+        self._embedder: BaseEmbedder | None = None
+        self._embedder_lock = threading.Lock()
+        self._warming: threading.Thread | None = None
+
+    def embedder(self) -> BaseEmbedder:
+        """The store's embedder, made once (from any thread; the object reads no model file yet)."""
+        with self._embedder_lock:
+            if self._embedder is None:
+                from ..memory import default_embedder, embedder_from_name
+
+                self._embedder = embedder_from_name(self.config.embedder) if self.config.embedder else default_embedder()
+            return self._embedder
 
     def store(self) -> MemoryStore:
         if self._store is None:
-            from ..memory import default_embedder, embedder_from_name, open_store
+            from ..memory import open_store
 
-            # The embedder object is lazy: the model file is read on the first embed, not here.
-            emb = embedder_from_name(self.config.embedder) if self.config.embedder else default_embedder()
-            self._store = open_store(self.config.db, agents_root=self.config.agents_root, embedder=emb)
+            self._store = open_store(self.config.db, agents_root=self.config.agents_root, embedder=self.embedder())
         return self._store
+
+    def warm_in_background(self) -> threading.Thread | None:
+        """Start loading the model on a daemon thread, once per server (``None`` if ``ATOMIC_AGENTS_MCP_WARM=0``).
+
+        The embedder is thread-safe (its sessions are built under its own lock, and the folded one
+        once), so a tool call that embeds meanwhile waits for, or shares, what the thread builds.
+        A model that cannot load is not reported here: the tool that needs it gets the typed error.
+        """
+        if os.environ.get(WARM_ENV, "").strip().lower() in ("0", "false", "no", "off"):
+            return None
+        with self._embedder_lock:
+            if self._warming is None:
+                self._warming = threading.Thread(target=self._warm, name="atomic-agents-mcp-warm", daemon=True)
+                self._warming.start()
+            return self._warming
+
+    def _warm(self) -> None:
+        try:
+            self.embedder().warm()
+        except Exception as exc:  # noqa: BLE001 - the first tool call that embeds reports it, typed
+            log.info("the embedding model did not warm up: %s", type(exc).__name__)
 
     def ledger(self, args: Args) -> Ledger:
         """A ledger as the identity the call names (tool arguments, else the team config, env, .env)."""

@@ -93,6 +93,7 @@ class Dispatcher:
             return True, _error_text(exc)
 
     async def run(self, fn: Any, *args: Any) -> Any:
+        self.services.warm_in_background()
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     def close(self) -> None:
@@ -118,6 +119,7 @@ def build_server(dispatcher: Dispatcher) -> Server[Any]:
     tools = tool_list(dispatcher.tools.values())
 
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        dispatcher.services.warm_in_background()  # a client lists the tools right after initialize
         return types.ListToolsResult(tools=tools)
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
