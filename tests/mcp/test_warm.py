@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -79,3 +83,36 @@ def test_a_model_that_cannot_load_is_the_tool_calls_typed_error(tmp_path: Path, 
         assert "sk-live" not in text  # the name may be a pasted secret: never echoed
     finally:
         dispatcher.close()
+
+
+def test_closing_waits_for_the_warm_up_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The interpreter must not exit while the thread is inside onnxruntime (it aborted the process).
+    monkeypatch.delenv(WARM_ENV, raising=False)
+    monkeypatch.setattr(Services, "_warm", lambda self: time.sleep(0.5))
+    services = Services(_config(tmp_path, "hashing"))
+    dispatcher = Dispatcher(services)
+    thread = services.warm_in_background()
+    assert thread is not None and thread.is_alive()
+    dispatcher.close()
+    assert not thread.is_alive()
+
+
+def test_a_client_that_lists_the_tools_and_leaves_gets_a_clean_exit(tmp_path: Path) -> None:
+    """The real model: stdin closed while the warm-up builds its sessions (it crashed 6 runs in 10)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATOMIC_AGENTS_", "EDEN_"))}
+    env.update(ATOMIC_AGENTS_DB=str(tmp_path / "m.db"), ATOMIC_AGENTS_ROOT=str(tmp_path / "agents"))
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+    for delay in (0.15, 0.35):
+        p = subprocess.Popen([sys.executable, "-m", "atomic_agents.mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env, cwd=tmp_path)  # fmt: skip
+        assert p.stdin and p.stdout
+        p.stdin.write((json.dumps(init) + "\n").encode())
+        p.stdin.flush()
+        assert p.stdout.readline()
+        p.stdin.write((json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n").encode())
+        p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}) + "\n").encode())
+        p.stdin.flush()
+        time.sleep(delay)
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, (delay, p.returncode, err[-400:])

@@ -3,6 +3,7 @@ bit for bit, serves small calls from a process's sixth one on, and is refused wh
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -146,3 +147,76 @@ def test_a_model_that_does_not_fold_leaves_the_quick_session_serving(monkeypatch
 def test_bytes_that_are_not_a_foldable_model_raise_fold_error(data: bytes) -> None:
     with pytest.raises(FoldError):
         fold_weights(data)
+
+
+def test_a_varint_longer_than_ten_bytes_is_refused_at_once() -> None:
+    # a hostile run of continuation bytes: refused at the eleventh, not decoded into a huge integer
+    with pytest.raises(FoldError, match="longer than 10 bytes"):
+        fold_weights(b"\x3a" + b"\xff" * 100_000)
+
+
+def test_an_empty_call_counts_for_nothing_and_adopts_nothing() -> None:
+    emb = MiniLMEmbedder()
+    for t in TEXTS[:5]:
+        emb.embed(t)
+    out = emb.embed_batch([])  # where the sixth small call would be
+    assert out.shape == (0, emb.dimension) and out.dtype == np.float32
+    assert emb._small_calls == 5 and emb._fast_session is None  # no candidate checked on no texts
+    emb.embed("the sixth real call")
+    assert emb._fast_session not in (None, False)
+
+
+def test_a_bulk_call_keeps_no_token_states_for_a_query() -> None:
+    emb = MiniLMEmbedder()
+    texts = [f"memory number {i} about the deploy" for i in range(32)] + ["a much longer last text " * 6]
+    emb.embed_batch(texts)  # 33 texts: the last sorted batch holds one text, run on the bulk session
+    assert emb._last_one is None  # a re-rank must not reuse states of another session than a query's
+
+
+def test_a_model_file_replaced_after_its_check_is_not_folded(tmp_path: Any) -> None:
+    src = MiniLMEmbedder.locate()
+    model = tmp_path / "model.onnx"
+    model.write_bytes(src.read_bytes())
+    emb = MiniLMEmbedder(model_path=model)
+    emb.fast_from = 2
+    first = emb.embed("checked at load")
+    data = bytearray(model.read_bytes())
+    data[-1] ^= 0x01  # same size, other bytes, a later mtime
+    model.write_bytes(bytes(data))
+    second = emb.embed("the call that would fold")  # the quick session, loaded from the checked bytes, serves on
+    assert emb._fast_session is False and emb._folded is False
+    ref = MiniLMEmbedder()
+    assert np.array_equal(first, ref.embed("checked at load")) and np.array_equal(second, ref.embed("the call that would fold"))
+    from atomic_agents.exceptions import ModelIntegrityError
+
+    with pytest.raises(ModelIntegrityError):  # and no session is built from the replaced file
+        emb.embed_batch(TEXTS * 3)
+
+
+def test_small_calls_keep_the_quick_session_while_the_fold_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    started, release = threading.Event(), threading.Event()
+    real = _onnx_fold.fold_weights
+
+    def held(data: bytes) -> Any:
+        started.set()
+        release.wait(30)
+        return real(data)
+
+    monkeypatch.setattr(_onnx_fold, "fold_weights", held)
+    emb = MiniLMEmbedder()
+    emb.fast_from = 2
+    emb.embed("first")
+    folding = threading.Thread(target=emb.embed, args=("the call that folds",))
+    folding.start()
+    try:
+        assert started.wait(60)
+        got: list[np.ndarray] = []
+        meanwhile = threading.Thread(target=lambda: got.append(emb.embed("a query while the fold runs")))
+        meanwhile.start()
+        meanwhile.join(20)
+        assert not meanwhile.is_alive() and len(got) == 1  # it did not wait for the fold
+    finally:
+        release.set()
+        folding.join(60)
+    assert np.array_equal(got[0], MiniLMEmbedder().embed("a query while the fold runs"))
+    assert emb._fast_session not in (None, False)  # and the fold, once done, was adopted

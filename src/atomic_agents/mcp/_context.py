@@ -108,6 +108,14 @@ class Services:
                 self._warming.start()
             return self._warming
 
+    def wait_warm(self, timeout: float = 60.0) -> None:
+        """Wait for the warm-up thread, if one runs: the interpreter must not exit while it is inside
+        onnxruntime building a session (ORT's static destructors would run beside it and abort the
+        process). Building takes about a second; the server calls this as it shuts down."""
+        thread = self._warming
+        if thread is not None:
+            thread.join(timeout)
+
     def _warm(self) -> None:
         try:
             self.embedder().warm()

@@ -101,6 +101,7 @@ class Dispatcher:
             self._pool.submit(self.services.close).result(timeout=10)
         finally:
             self._pool.shutdown(wait=False)
+            self.services.wait_warm()
 
 
 def tool_list(tools: Iterable[ToolSpec] = ALL_TOOLS) -> list[types.Tool]:

@@ -261,6 +261,9 @@ class MiniLMEmbedder(BaseEmbedder):
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
         self._lock = threading.Lock()
+        #: guards ``_folded`` (the fold runs outside ``_lock``, so small calls keep the quick session
+        #: while it is built); taken after ``_lock`` when both are held, never before it
+        self._fold_lock = threading.Lock()
         self._session: Any = None  # the quick-to-build session (small calls)
         self._bulk_session: Any = None  # the fully optimised one (big calls), built on first need
         #: the folded session (small calls from the ``fast_from``-th on) once adopted; ``False``
@@ -311,6 +314,7 @@ class MiniLMEmbedder(BaseEmbedder):
 
         if bulk and (session := self._new_folded_session(bulk=True)) is not None:
             return session
+        verify_model_file(model)  # once per file version: a file replaced since it was checked is refused, typed
         try:
             return ort.InferenceSession(str(model), sess_options=self._options(bulk), providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own untyped errors
@@ -351,19 +355,23 @@ class MiniLMEmbedder(BaseEmbedder):
         """
         import onnxruntime as ort
 
-        from ._onnx_fold import fold_weights
+        from ._onnx_fold import FoldError, fold_weights
 
-        assert self._model is not None
-        if self._folded is None:
-            try:
-                model, weights = fold_weights(self._model.read_bytes())
-                self._folded = (model, list(weights), [ort.OrtValue.ortvalue_from_numpy(w) for w in weights.values()])
-            except Exception:  # noqa: BLE001 - a FoldError, an OSError, a numpy error: the file's sessions serve
-                self._folded = False
-        if self._folded is False:
+        with self._fold_lock:
+            if self._folded is None:
+                data = self._verified_bytes()
+                try:
+                    if data is None:
+                        raise FoldError("the model file changed since it was checked")
+                    model, weights = fold_weights(data)
+                    self._folded = (model, list(weights), [ort.OrtValue.ortvalue_from_numpy(w) for w in weights.values()])
+                except Exception:  # noqa: BLE001 - a FoldError, an OSError, a numpy error: the file's sessions serve
+                    self._folded = False
+            folded = self._folded
+        if folded is False:
             return None
-        assert not isinstance(self._folded, bool)
-        model, names, values = self._folded
+        assert not isinstance(folded, bool)
+        model, names, values = folded
         options = self._options(bulk)
         if not bulk:  # prepacking would change how the products are summed (by ~1e-7)
             options.add_session_config_entry("session.disable_prepacking", "1")
@@ -372,6 +380,21 @@ class MiniLMEmbedder(BaseEmbedder):
             return ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
         except Exception:  # noqa: BLE001 - onnxruntime raises untyped errors: the file's session serves
             return None
+
+    def _verified_bytes(self) -> bytes | None:
+        """The model file's bytes, if they are the ones :func:`verify_model_file` checked (``None``
+        if the file is not the pinned one now, or changed while it was read)."""
+        assert self._model is not None
+        try:
+            before = self._model.stat()
+            verify_model_file(self._model)  # cached per (path, size, mtime): free unless the file changed
+            data = self._model.read_bytes()
+            after = self._model.stat()
+        except (OSError, StoreError):
+            return None
+        if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns) or len(data) != after.st_size:
+            return None
+        return data
 
     def _small_session(self, count: bool = True) -> tuple[Any, Any]:
         """``(session, candidate)`` for a small call: the folded session once adopted, else the
@@ -384,8 +407,8 @@ class MiniLMEmbedder(BaseEmbedder):
             if not count or self._fast_session is False or self._small_calls < self.fast_from:
                 return quick, None
             self._fast_session = False  # tried once per embedder, whatever comes of it
-            candidate = self._new_folded_session(bulk=False)
-        return quick, candidate
+        # built outside the lock: other small calls keep the quick session until it is adopted
+        return quick, self._new_folded_session(bulk=False)
 
     def _adopt(self, candidate: Any, got: np.ndarray, expected: np.ndarray) -> None:
         """Adopt ``candidate`` if its vectors ``got`` are ``expected`` (the quick session's) bit for bit."""
@@ -423,10 +446,11 @@ class MiniLMEmbedder(BaseEmbedder):
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
-        if len(texts) >= self.bulk_from:
-            session, candidate = self._load(bulk=True), None
-        else:
-            session, candidate = self._small_session()
+        if not texts:  # not a call: it counts for nothing and checks no candidate on no texts
+            return np.empty((0, self.dimension), dtype=np.float32)
+        if len(texts) >= self.bulk_from:  # a one-text tail of its sorted batches keeps no token states
+            return self._embed_with(texts, self._load(bulk=True), keep=False)
+        session, candidate = self._small_session()
         if candidate is not None:  # checked against the quick session's vectors, then run the same way
             first = self._embed_with(texts, candidate, keep=False)
             out = self._embed_with(texts, session)

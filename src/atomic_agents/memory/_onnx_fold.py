@@ -73,6 +73,8 @@ def _varint(buf: memoryview, i: int) -> tuple[int, int]:
         shift += 7
         if byte < 0x80:
             return result, i
+        if shift >= 70:  # a varint has at most 10 bytes (64 bits)
+            raise FoldError("varint longer than 10 bytes")
 
 
 def _fields(buf: memoryview) -> Iterator[_Field]:
@@ -255,7 +257,14 @@ def fold_weights(data: bytes) -> tuple[bytes, dict[str, np.ndarray]]:
                 )
             continue
         # Cast then Mul, as the graph does them: an exact int8-to-float32 cast, one float32 product.
-        external[weight] = np.multiply(_array(q, "i1"), _array(scale, "f4"), dtype=np.float32)
+        qa, sa = _array(q, "i1"), _array(scale, "f4")
+        try:  # the scale must fit the weight: a product as big as the weight, never a larger broadcast
+            fits = np.broadcast_shapes(qa.shape, sa.shape) == qa.shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise FoldError(f"scale {scale.name} does not fit weight {q.name}")
+        external[weight] = np.multiply(qa, sa, dtype=np.float32)
         drop |= {inits[q.name][1].start, inits[scale.name][1].start}
     if not external and not gathers:
         raise FoldError("no int8 weight to fold")
