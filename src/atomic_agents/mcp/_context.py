@@ -96,8 +96,9 @@ class Services:
     def warm_in_background(self) -> threading.Thread | None:
         """Start loading the model on a daemon thread, once per server (``None`` if ``ATOMIC_AGENTS_MCP_WARM=0``).
 
-        The embedder is thread-safe (its sessions are built under its own lock, and the folded one
-        once), so a tool call that embeds meanwhile waits for, or shares, what the thread builds.
+        The embedder is thread-safe (the quick session is built once, under its lock; the folded one
+        once, outside it), so a tool call that embeds meanwhile waits for the quick session at most,
+        and runs on it until the folded one is adopted.
         A model that cannot load is not reported here: the tool that needs it gets the typed error.
         """
         if os.environ.get(WARM_ENV, "").strip().lower() in ("0", "false", "no", "off"):
