@@ -314,7 +314,9 @@ class MiniLMEmbedder(BaseEmbedder):
 
         if bulk and (session := self._new_folded_session(bulk=True)) is not None:
             return session
-        verify_model_file(model)  # once per file version: a file replaced since it was checked is refused, typed
+        # The model id promises this exact file: a custom path must be the same bytes, and a file
+        # replaced since it was checked is refused, typed (hashed once per file version).
+        verify_model_file(model)
         try:
             return ort.InferenceSession(str(model), sess_options=self._options(bulk), providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own untyped errors
@@ -327,8 +329,6 @@ class MiniLMEmbedder(BaseEmbedder):
                 from tokenizers import Tokenizer
 
                 model = self._model_path or self.locate()
-                # The model id promises this exact file: a custom path must be the same bytes.
-                verify_model_file(model)
                 if self._tokenizer_path is not None:
                     tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
                 else:
