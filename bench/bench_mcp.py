@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 sys.path.insert(0, str(SRC))
@@ -96,11 +97,17 @@ def import_breakdown(env: dict[str, str], root: Path) -> list[tuple[str, float]]
     return sorted(by.items(), key=lambda kv: -kv[1])
 
 
+def _serve_params(env: dict[str, str], root: Path) -> Any:
+    from mcp.client.stdio import StdioServerParameters
+
+    return StdioServerParameters(command=sys.executable, args=["-m", "atomic_agents.cli", "serve", "--agents-root", str(root)], env=env)
+
+
 async def stdio_round_trips(env: dict[str, str], root: Path, calls: int) -> dict[str, list[float]]:
     from mcp.client.session import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "atomic_agents.cli", "serve", "--agents-root", str(root)], env=env)
+    params = _serve_params(env, root)
     out: dict[str, list[float]] = {"eden_remember": [], "eden_recall": []}
     async with stdio_client(params, errlog=open(os.devnull, "w")) as (r, w), ClientSession(r, w) as session:  # noqa: SIM115
         await session.initialize()
@@ -120,9 +127,9 @@ async def first_recalls(env: dict[str, str], root: Path, pause: float) -> list[f
     """One server: initialize, list the tools, wait ``pause`` s (the agent thinking), then six
     ``eden_recall`` calls; their round trips. The store already holds memories (made beforehand)."""
     from mcp.client.session import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "atomic_agents.cli", "serve", "--agents-root", str(root)], env=env)
+    params = _serve_params(env, root)
     out = []
     async with stdio_client(params, errlog=open(os.devnull, "w")) as (r, w), ClientSession(r, w) as session:  # noqa: SIM115
         await session.initialize()

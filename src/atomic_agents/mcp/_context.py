@@ -76,6 +76,8 @@ class Services:
         self._embedder: BaseEmbedder | None = None
         self._embedder_lock = threading.Lock()
         self._warming: threading.Thread | None = None
+        #: read once: every call and resource read asks for the warm-up
+        self._warm_on = os.environ.get(WARM_ENV, "").strip().lower() not in ("0", "false", "no", "off")
 
     def embedder(self) -> BaseEmbedder:
         """The store's embedder, made once (from any thread; the object reads no model file yet)."""
@@ -101,8 +103,8 @@ class Services:
         and runs on it until the folded one is adopted.
         A model that cannot load is not reported here: the tool that needs it gets the typed error.
         """
-        if os.environ.get(WARM_ENV, "").strip().lower() in ("0", "false", "no", "off"):
-            return None
+        if not self._warm_on or self._warming is not None:
+            return self._warming
         with self._embedder_lock:
             if self._warming is None:
                 self._warming = threading.Thread(target=self._warm, name="atomic-agents-mcp-warm", daemon=True)
