@@ -12,6 +12,7 @@ having run them.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 import warnings
@@ -90,7 +91,9 @@ class _Server:
 
     def stop(self) -> None:
         if self._handle is not None:
-            self._handle.cleanup()
+            self._handle.cleanup()  # removes the data folder, not the folder made for it
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def with_search_path(uri: str, schema: str) -> str:
