@@ -439,6 +439,14 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
     def _semantic(
         self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int
     ) -> tuple[np.ndarray, VectorIndex, list[int] | None, list[tuple[int, float]]]:
+        try:
+            return self._semantic_under_lock(q, sc, filters, limit)
+        finally:
+            self._read_mapped_files()
+
+    def _semantic_under_lock(
+        self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int
+    ) -> tuple[np.ndarray, VectorIndex, list[int] | None, list[tuple[int, float]]]:
         with self._lock:
             index = self._sync()
             # the stored model can only change with a commit, which _sync has just looked at

@@ -52,7 +52,7 @@ else:  # bound on first use (see _lazy): keyword search and listing never import
 
     np = lazy_module("numpy", globals(), "np")
 
-from . import _matrix_cache
+from . import _matrix_cache, _prefetch
 from . import _sqlite_tombstones as _tombstones
 from ._ann import AnnIndex, BuildCancelled
 from ._matrix_cache import load_snapshot, publish, save_snapshot
@@ -178,6 +178,8 @@ class SQLiteVectorSync:
     _build_error: str | None = None
     #: full loads of the matrix by source: ``snapshot`` (mapped, then pulled) or ``rows``
     _loads: dict[str, int]
+    #: the mapped files of the snapshot last loaded, to read into the page cache after the next search
+    _unread: tuple[Path, ...] = ()
     _conn: Any
 
     if TYPE_CHECKING:  # provided by the store
@@ -239,6 +241,15 @@ class SQLiteVectorSync:
             assert self._index is not None
             self._maybe_build_ann()
             return self._index
+
+    def _read_mapped_files(self) -> None:
+        """After a search on a freshly mapped snapshot: have its files read into the page cache (``_prefetch``).
+
+        After the search, not before: the first search's own page reads do not queue behind it.
+        """
+        if self._unread:
+            paths, self._unread = self._unread, ()
+            _prefetch.prefetch(paths)
 
     def _maybe_build_ann(self) -> None:
         """Past the threshold, have the graph built or rows folded into it, off the query path."""
@@ -446,6 +457,7 @@ class SQLiteVectorSync:
             self._pulled = 0
             if self._pull():  # everything committed after the snapshot was taken, erasures included
                 self._loads["snapshot"] += 1
+                self._unread = (_matrix_cache.ann_path(self.path), _matrix_cache.snapshot_path(self.path))
                 return
             meta = self._meta()  # the log was pruned past the snapshot meanwhile
             model, epoch = meta["embedder"], meta.get("epoch", "0")
