@@ -19,6 +19,12 @@ from atomic_agents.memory import _prefetch
 LINUX = sys.platform.startswith("linux")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_process_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts as a new process would: no file read yet."""
+    monkeypatch.setattr(_prefetch, "_started", set())
+
+
 def _file(path: Path, mib: int) -> Path:
     with open(path, "wb") as f:
         for i in range(mib):
@@ -114,10 +120,7 @@ def test_a_file_that_goes_away_ends_the_read_quietly(tmp_path: Path) -> None:
     _prefetch._read_all([empty])
 
 
-def test_the_store_reads_its_mapped_snapshot_after_the_first_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import atomic_agents.memory._matrix_cache as cache
-
-    monkeypatch.setattr(cache, "MIN_ROWS", 1)
+def _recording(monkeypatch: pytest.MonkeyPatch) -> list[list[Path]]:
     asked: list[list[Path]] = []
     real = _prefetch.prefetch
 
@@ -126,19 +129,95 @@ def test_the_store_reads_its_mapped_snapshot_after_the_first_search(tmp_path: Pa
         return real(paths)
 
     monkeypatch.setattr(_prefetch, "prefetch", record)
-    db, scope = tmp_path / "m.db", Scope("a", "u")
-    first = SQLiteMemoryStore(db, embedder=HashingEmbedder())
-    first.remember("billing deploy failed", None, scope)
-    first.recall("billing", scope)  # loaded from rows: it writes the snapshot, and maps nothing
-    first.close()
-    assert asked == [] and cache.snapshot_path(db).exists()
+    return asked
 
-    second = SQLiteMemoryStore(db, embedder=HashingEmbedder())
+
+def _snapshot_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int = 1, **kw: object) -> Path:
+    """A store file with a vector snapshot beside it (and a graph past ``ann_threshold``)."""
+    import atomic_agents.memory._matrix_cache as cache
+
+    monkeypatch.setattr(cache, "MIN_ROWS", 1)
+    db = tmp_path / "m.db"
+    first = SQLiteMemoryStore(db, embedder=HashingEmbedder(), **kw)  # type: ignore[arg-type]
+    first.remember_many([(f"billing deploy failed {i}" if i else "billing deploy failed", None) for i in range(rows)], SCOPE)
+    if kw.get("ann_threshold"):
+        first.build_ann()
+    else:
+        first.recall("billing", SCOPE)  # loaded from rows: it writes the snapshot, and maps nothing
+    first.close()
+    assert cache.snapshot_path(db).exists()
+    return db
+
+
+SCOPE = Scope("a", "u")
+
+
+def test_the_store_reads_its_mapped_snapshot_after_the_first_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import atomic_agents.memory._matrix_cache as cache
+
+    db = _snapshot_store(tmp_path, monkeypatch, rows=300, ann_threshold=100)
+    asked = _recording(monkeypatch)
+    second = SQLiteMemoryStore(db, embedder=HashingEmbedder(), ann_threshold=100, ann_build="off")
     assert asked == []  # opening reads nothing
-    assert [h.memory.content for h in second.recall("billing deploy", scope)] == ["billing deploy failed"]
-    assert second._loads == {"snapshot": 1, "rows": 0}
+    assert second.recall("billing deploy failed", SCOPE)[0].memory.content == "billing deploy failed"
+    assert second._loads == {"snapshot": 1, "rows": 0} and second._index is not None and second._index.ann is not None
     assert asked == [[cache.ann_path(db), cache.snapshot_path(db)]]
-    second.search_hybrid("billing", scope)
-    second.recall("deploy", scope)
+    second.search_hybrid("billing", SCOPE)
+    second.recall("deploy", SCOPE)
     assert len(asked) == 1  # once per load of the snapshot
     second.close()
+
+
+def test_a_graph_that_is_not_mapped_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import atomic_agents.memory._matrix_cache as cache
+
+    db = _snapshot_store(tmp_path, monkeypatch, rows=300, ann_threshold=100)
+    assert cache.ann_path(db).exists()
+    asked = _recording(monkeypatch)
+    off = SQLiteMemoryStore(db, embedder=HashingEmbedder(), ann_threshold=0)  # the ANN tier off: the graph stays unmapped
+    off.recall("billing deploy", SCOPE)
+    assert off._index is not None and off._index.ann is None
+    assert asked == [[cache.snapshot_path(db)]]
+    off.close()
+
+
+def test_no_thread_to_be_had_leaves_the_search_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    db = _snapshot_store(tmp_path, monkeypatch)
+
+    def refused(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(_prefetch, "PREFETCH_MIN_BYTES", 1)
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    store = SQLiteMemoryStore(db, embedder=HashingEmbedder())
+    assert [h.memory.content for h in store.recall("billing deploy", SCOPE)] == ["billing deploy failed"]
+    store.close()
+
+
+def test_a_search_that_fails_starts_no_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from atomic_agents.exceptions import AtomicAgentsError
+
+    db = _snapshot_store(tmp_path, monkeypatch)
+    asked = _recording(monkeypatch)
+    other = SQLiteMemoryStore(db, embedder=HashingEmbedder(dimension=64))  # not the store's model
+    with pytest.raises(AtomicAgentsError):
+        other.recall("billing deploy", SCOPE)
+    assert asked == []
+    other.close()
+
+
+def test_a_file_written_again_under_the_same_inode_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ext4 hands a replaced file's inode number on to the next new file: the inode alone is no identity."""
+    monkeypatch.setattr(_prefetch, "PREFETCH_MIN_BYTES", 1)
+    path = _file(tmp_path / "snap.npy", 1)
+    ino = path.stat().st_ino
+    first = _prefetch.prefetch([path])
+    assert first is not None
+    first.join(30)
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # same inode, another mtime
+    assert path.stat().st_ino == ino
+    again = _prefetch.prefetch([path])
+    assert again is not None
+    again.join(30)

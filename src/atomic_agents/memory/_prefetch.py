@@ -12,13 +12,12 @@ in order takes about a second on this kind of disk and makes every later search 
 pages not yet cached are read (``mincore`` on Linux and macOS tells which; elsewhere the
 whole file is read, which costs little when it is cached). Nothing here changes a
 result: it only decides how soon the kernel has the pages. Any error (a file replaced,
-removed, unreadable) ends the read quietly.
+removed, unreadable; no ``ctypes``; no memory) ends the read quietly.
 """
 
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 import sys
 import threading
@@ -32,14 +31,16 @@ PREFETCH_MIN_BYTES = 32 << 20
 #: The read size (and the unit of the resident-page runs).
 _CHUNK = 1 << 20
 
-_started: set[tuple[int, int]] = set()
+#: ``(device, inode, size, mtime)`` of the files read: a file published later under the same name
+#: is another file, even where the filesystem hands its inode number on
+_started: set[tuple[int, int, int, int]] = set()
 _lock = threading.Lock()
 
 
 def prefetch(paths: Sequence[Path]) -> threading.Thread | None:
     """Start reading the uncached pages of ``paths`` (in this order) in a daemon thread.
 
-    Each file (by device and inode) is read at most once per process; files under
+    Each file (by device, inode, size and mtime) is read at most once per process; files under
     :data:`PREFETCH_MIN_BYTES` or missing are skipped. Returns the thread, or ``None``
     when there is nothing to read.
     """
@@ -49,7 +50,7 @@ def prefetch(paths: Sequence[Path]) -> threading.Thread | None:
             st = os.stat(path)
         except OSError:
             continue
-        key = (st.st_dev, st.st_ino)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         with _lock:
             if st.st_size < PREFETCH_MIN_BYTES or key in _started:
                 continue
@@ -63,25 +64,35 @@ def prefetch(paths: Sequence[Path]) -> threading.Thread | None:
 
 
 def _read_all(paths: Sequence[Path]) -> None:
-    view = memoryview(bytearray(_CHUNK))
-    for path in paths:
-        with contextlib.suppress(OSError, ValueError, BufferError), open(path, "rb", buffering=0) as f:
-            for start, end in _uncached(f.fileno(), os.fstat(f.fileno()).st_size):
-                f.seek(start)
-                off = start
-                while off < end:
-                    n = f.readinto(view[: min(_CHUNK, end - off)])
-                    if not n:
-                        break
-                    off += n
+    with contextlib.suppress(Exception):  # (a best-effort read in the background: never a traceback on stderr)
+        view = memoryview(bytearray(_CHUNK))
+        for path in paths:
+            _read_one(path, view)
+
+
+def _read_one(path: Path, view: memoryview) -> None:
+    with contextlib.suppress(Exception), open(path, "rb", buffering=0) as f:
+        for start, end in _uncached(f.fileno(), os.fstat(f.fileno()).st_size):
+            f.seek(start)
+            off = start
+            while off < end:
+                n = f.readinto(view[: min(_CHUNK, end - off)])
+                if not n:
+                    break
+                off += n
 
 
 def _uncached(fd: int, size: int) -> Iterator[tuple[int, int]]:
     """Byte ranges of the file not in the page cache, in order, in whole chunks (all of it if unknown)."""
-    resident = _resident_pages(fd, size)
+    try:
+        resident = _resident_pages(fd, size)
+    except Exception:  # noqa: BLE001 - no map, no ctypes: read it all
+        resident = None
     if resident is None:
         yield 0, size
         return
+    import mmap
+
     import numpy as np
 
     per = max(1, _CHUNK // mmap.PAGESIZE)
@@ -111,6 +122,8 @@ def _resident_pages(fd: int, size: int) -> bytes | None:
         mincore = libc.mincore
     except (OSError, AttributeError):
         return None
+    import mmap
+
     mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     mincore.restype = ctypes.c_int
     pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE

@@ -439,10 +439,9 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
     def _semantic(
         self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int
     ) -> tuple[np.ndarray, VectorIndex, list[int] | None, list[tuple[int, float]]]:
-        try:
-            return self._semantic_under_lock(q, sc, filters, limit)
-        finally:
-            self._read_mapped_files()
+        found = self._semantic_under_lock(q, sc, filters, limit)
+        self._read_mapped_files()  # (after a search that worked: one that failed may be all this process does)
+        return found
 
     def _semantic_under_lock(
         self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int

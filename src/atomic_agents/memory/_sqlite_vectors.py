@@ -249,7 +249,8 @@ class SQLiteVectorSync:
         """
         if self._unread:
             paths, self._unread = self._unread, ()
-            _prefetch.prefetch(paths)
+            with contextlib.suppress(Exception):  # (no thread to be had: the search stands, unhelped)
+                _prefetch.prefetch(paths)
 
     def _maybe_build_ann(self) -> None:
         """Past the threshold, have the graph built or rows folded into it, off the query path."""
@@ -457,7 +458,8 @@ class SQLiteVectorSync:
             self._pulled = 0
             if self._pull():  # everything committed after the snapshot was taken, erasures included
                 self._loads["snapshot"] += 1
-                self._unread = (_matrix_cache.ann_path(self.path), _matrix_cache.snapshot_path(self.path))
+                mapped_graph = (_matrix_cache.ann_path(self.path),) if self._index.ann is not None else ()
+                self._unread = (*mapped_graph, _matrix_cache.snapshot_path(self.path))
                 return
             meta = self._meta()  # the log was pruned past the snapshot meanwhile
             model, epoch = meta["embedder"], meta.get("epoch", "0")
