@@ -161,10 +161,10 @@ def test_the_store_reads_its_mapped_snapshot_after_the_first_search(tmp_path: Pa
     assert asked == []  # opening reads nothing
     assert second.recall("billing deploy failed", SCOPE)[0].memory.content == "billing deploy failed"
     assert second._loads == {"snapshot": 1, "rows": 0} and second._index is not None and second._index.ann is not None
-    assert asked == [[cache.ann_path(db), cache.snapshot_path(db)]]
+    assert asked == [[cache.ann_path(db)], [cache.snapshot_path(db)]]  # the graph when mapped, the matrix after the search
     second.search_hybrid("billing", SCOPE)
     second.recall("deploy", SCOPE)
-    assert len(asked) == 1  # once per load of the snapshot
+    assert len(asked) == 2  # once per load of the snapshot
     second.close()
 
 
@@ -196,7 +196,7 @@ def test_no_thread_to_be_had_leaves_the_search_as_it_was(tmp_path: Path, monkeyp
     store.close()
 
 
-def test_a_search_that_fails_starts_no_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_search_that_fails_starts_no_read_of_the_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from atomic_agents.exceptions import AtomicAgentsError
 
     db = _snapshot_store(tmp_path, monkeypatch)
@@ -204,7 +204,7 @@ def test_a_search_that_fails_starts_no_read(tmp_path: Path, monkeypatch: pytest.
     other = SQLiteMemoryStore(db, embedder=HashingEmbedder(dimension=64))  # not the store's model
     with pytest.raises(AtomicAgentsError):
         other.recall("billing deploy", SCOPE)
-    assert asked == []
+    assert asked == []  # (this store has no graph: nothing read when mapped either)
     other.close()
 
 

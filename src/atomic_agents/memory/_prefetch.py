@@ -13,6 +13,10 @@ pages not yet cached are read (``mincore`` on Linux and macOS tells which; elsew
 whole file is read, which costs little when it is cached). Nothing here changes a
 result: it only decides how soon the kernel has the pages. Any error (a file replaced,
 removed, unreadable; no ``ctypes``; no memory) ends the read quietly.
+
+The SQLite store (``_sqlite_vectors``) starts the graph's read when it maps the graph (it
+reads while the first query is embedded) and the matrix's after the first search, whose own
+page reads would otherwise queue behind 1.5 GB.
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ class SQLiteVectorSync:
     _build_error: str | None = None
     #: full loads of the matrix by source: ``snapshot`` (mapped, then pulled) or ``rows``
     _loads: dict[str, int]
-    #: the mapped files of the snapshot last loaded, to read into the page cache after the next search
+    #: the mapped matrix of the snapshot last loaded, to read into the page cache after the next search
     _unread: tuple[Path, ...] = ()
     _conn: Any
 
@@ -243,14 +243,19 @@ class SQLiteVectorSync:
             return self._index
 
     def _read_mapped_files(self) -> None:
-        """After a search on a freshly mapped snapshot: have its files read into the page cache (``_prefetch``).
+        """After a search on a freshly mapped snapshot: have its matrix read into the page cache (``_prefetch``).
 
-        After the search, not before: the first search's own page reads do not queue behind it.
+        The graph's read starts when it is mapped, and reads while the first query is embedded; the
+        matrix's (2.5x larger at 1M) waits for the first search, whose own reads would queue behind it.
         """
         if self._unread:
             paths, self._unread = self._unread, ()
-            with contextlib.suppress(Exception):  # (no thread to be had: the search stands, unhelped)
-                _prefetch.prefetch(paths)
+            self._prefetch_quietly(paths)
+
+    @staticmethod
+    def _prefetch_quietly(paths: Sequence[Path]) -> None:
+        with contextlib.suppress(Exception):  # (no thread to be had: the search stands, unhelped)
+            _prefetch.prefetch(paths)
 
     def _maybe_build_ann(self) -> None:
         """Past the threshold, have the graph built or rows folded into it, off the query path."""
@@ -458,8 +463,9 @@ class SQLiteVectorSync:
             self._pulled = 0
             if self._pull():  # everything committed after the snapshot was taken, erasures included
                 self._loads["snapshot"] += 1
-                mapped_graph = (_matrix_cache.ann_path(self.path),) if self._index.ann is not None else ()
-                self._unread = (*mapped_graph, _matrix_cache.snapshot_path(self.path))
+                if self._index.ann is not None:  # the graph now (it reads while the query is embedded), the matrix after
+                    self._prefetch_quietly([_matrix_cache.ann_path(self.path)])
+                self._unread = (_matrix_cache.snapshot_path(self.path),)
                 return
             meta = self._meta()  # the log was pruned past the snapshot meanwhile
             model, epoch = meta["embedder"], meta.get("epoch", "0")
