@@ -220,3 +220,31 @@ def test_small_calls_keep_the_quick_session_while_the_fold_is_built(monkeypatch:
         folding.join(60)
     assert np.array_equal(got[0], MiniLMEmbedder().embed("a query while the fold runs"))
     assert emb._fast_session not in (None, False)  # and the fold, once done, was adopted
+
+
+def test_a_query_arriving_while_warm_starts_runs_on_the_quick_session_and_never_folds(monkeypatch: pytest.MonkeyPatch) -> None:
+    emb = MiniLMEmbedder()
+    folded_by: list[str] = []
+    real_fold, real_load = emb._new_folded_session, emb._load
+    got: list[np.ndarray] = []
+
+    def fold(*args: Any, **kwargs: Any) -> Any:
+        folded_by.append(threading.current_thread().name)
+        return real_fold(*args, **kwargs)
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == "warm" and not got:  # a query lands while warm() starts
+            query = threading.Thread(target=lambda: got.append(emb.embed("a query meanwhile")), name="query")
+            query.start()
+            query.join(60)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(emb, "_new_folded_session", fold)
+    monkeypatch.setattr(emb, "_load", load)
+    warm = threading.Thread(target=emb.warm, name="warm")
+    warm.start()
+    warm.join(120)
+    assert not warm.is_alive() and len(got) == 1
+    assert folded_by == ["warm"]  # the fold was built by warm(), once, not on the query's path
+    assert emb._fast_session not in (None, False) and emb._session is emb._fast_session
+    assert np.array_equal(got[0], MiniLMEmbedder().embed("a query meanwhile"))

@@ -396,17 +396,18 @@ class MiniLMEmbedder(BaseEmbedder):
             return None
         return data
 
-    def _small_session(self, count: bool = True) -> tuple[Any, Any]:
+    def _small_session(self, count: bool = True, *, fold_now: bool = False) -> tuple[Any, Any]:
         """``(session, candidate)`` for a small call: the folded session once adopted, else the
-        quick one, and (at the ``fast_from``-th call) a new folded session to check on this call."""
+        quick one, and (at the ``fast_from``-th call, or at once with ``fold_now``) a new folded
+        session to check on this call."""
         quick = self._load(bulk=False)
         with self._lock:
             if self._fast_session is not None and self._fast_session is not False:
                 return self._fast_session, None
             self._small_calls += int(count)
-            if not count or self._fast_session is False or self._small_calls < self.fast_from:
+            if self._fast_session is False or not (fold_now or (count and self._small_calls >= self.fast_from)):
                 return quick, None
-            self._fast_session = False  # tried once per embedder, whatever comes of it
+            self._fast_session = False  # tried once per embedder, whatever comes of it (claimed under the lock)
         # built outside the lock: other small calls keep the quick session until it is adopted
         return quick, self._new_folded_session(bulk=False)
 
@@ -417,11 +418,12 @@ class MiniLMEmbedder(BaseEmbedder):
                 self._fast_session = self._session = candidate
 
     def warm(self) -> None:
-        """Build the quick and the folded sessions now (the daemon calls it at start)."""
-        probe = ["warm up the embedding model", "x"]
-        with self._lock:
-            self._small_calls = max(self._small_calls, self.fast_from - 1)
-        self.embed_batch(probe)
+        """Build the quick and the folded sessions now (the daemon and the MCP server call it at start).
+
+        The fold is claimed under the lock: a query arriving meanwhile runs on the quick session
+        and never builds the folded one itself (it did when warm() only raised the call count).
+        """
+        self._embed_small(["warm up the embedding model", "x"], fold_now=True)
 
     def _hidden(self, texts: list[str], session: Any) -> tuple[np.ndarray, np.ndarray, list[Any]]:
         """The model's last hidden states ``(batch, tokens, dim)``, the attention mask and the encodings."""
@@ -450,7 +452,10 @@ class MiniLMEmbedder(BaseEmbedder):
             return np.empty((0, self.dimension), dtype=np.float32)
         if len(texts) >= self.bulk_from:  # a one-text tail of its sorted batches keeps no token states
             return self._embed_with(texts, self._load(bulk=True), keep=False)
-        session, candidate = self._small_session()
+        return self._embed_small(texts)
+
+    def _embed_small(self, texts: list[str], *, fold_now: bool = False) -> np.ndarray:
+        session, candidate = self._small_session(fold_now=fold_now)
         if candidate is not None:  # checked against the quick session's vectors, then run the same way
             first = self._embed_with(texts, candidate, keep=False)
             out = self._embed_with(texts, session)
