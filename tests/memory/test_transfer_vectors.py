@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from atomic_agents.exceptions import ValidationError
+from atomic_agents.exceptions import StoreError, ValidationError
 from atomic_agents.memory import HashingEmbedder, MemoryStore, Scope, SQLiteMemoryStore, export_jsonl, import_jsonl
 
 from ._helpers import CountingEmbedder
@@ -146,3 +146,115 @@ def test_load_checks_the_vectors_it_is_given(make_store: StoreFactory, scope: Sc
     with pytest.raises(ValidationError) as err:
         store.load([mem], vectors={mem.id: np.ones(3, dtype=np.float32)})
     assert err.value.field == "vector" and list(store.dump()) == []
+
+
+_NAN = base64.b64encode(np.full(256, np.nan, dtype="<f4").tobytes()).decode()
+
+
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        # vectors that would not be used are checked all the same: a backup is checked whole
+        (lambda r: (r["vector"].update(f32=_NAN), r.update(content="changed since")), "unit vector"),
+        (lambda r: r["vector"].update(f32=_NAN, model="another-model"), "unit vector"),
+        # this store's model with another dimension: no model makes both, the line was edited
+        (lambda r: r["vector"].update(dimension=128, f32=base64.b64encode(np.eye(1, 128, dtype="<f4").tobytes()).decode()),
+         "128 dimensions, not the 256"),
+    ],
+)
+def test_every_vector_of_the_file_is_checked_used_or_not(scope: Scope, tmp_path: Path, edit: Any, why: str) -> None:
+    source = SQLiteMemoryStore(tmp_path / "source.db", embedder=HashingEmbedder())
+    _fill(source, scope)
+    path = tmp_path / "backup.jsonl"
+    export_jsonl(source, path, with_vectors=True)
+    rows = _lines(path)
+    edit(rows[2])
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    target = SQLiteMemoryStore(tmp_path / "t.db", embedder=HashingEmbedder())
+    with pytest.raises(ValidationError) as err:
+        import_jsonl(target, path)
+    assert "line 3" in str(err.value) and why in str(err.value) and err.value.field == "vector"
+    assert list(target.dump()) == []
+    source.close()
+    target.close()
+
+
+def test_an_id_on_two_lines_refuses_the_file_naming_both(make_store: StoreFactory, scope: Scope, tmp_path: Path) -> None:
+    source = SQLiteMemoryStore(tmp_path / "source.db", embedder=HashingEmbedder())
+    _fill(source, scope)
+    path = tmp_path / "backup.jsonl"
+    export_jsonl(source, path, with_vectors=True)
+    rows = _lines(path)
+    twin = {**rows[0], "content": "another text under the same id"}
+    twin.pop("vector")
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*rows, twin]))
+    emb = CountingEmbedder()
+    target = make_store(emb)
+    with pytest.raises(ValidationError) as err:
+        import_jsonl(target, path)
+    assert "line 5: the same id as line 1" in str(err.value) and err.value.field == "id"
+    assert list(target.dump()) == [] and emb.calls == []
+    source.close()
+
+
+def test_an_edit_between_the_export_reads_never_pairs_old_content_with_the_new_vector(
+    make_store: StoreFactory, scope: Scope, tmp_path: Path
+) -> None:
+    store = make_store()
+    ids = _fill(store, scope)
+    real = store.stored_vectors
+
+    def edited_meanwhile(ids_: Any, **kwargs: Any) -> Any:  # another process's edit lands between the two reads
+        if store.get(ids[0]).content == TEXTS[0]:
+            store.edit(ids[0], content="bananas are yellow and ripe")
+        return real(ids_, **kwargs)
+
+    store.stored_vectors = edited_meanwhile  # type: ignore[method-assign]
+    path = tmp_path / "backup.jsonl"
+    details: dict[str, Any] = {}
+    export_jsonl(store, path, with_vectors=True, details=details)
+    rows = {r["id"]: r for r in _lines(path)}
+    assert rows[ids[0]]["content"] == TEXTS[0] and "vector" not in rows[ids[0]]  # the old text goes without one
+    assert all("vector" in rows[i] for i in ids[1:]) and details["vectors"] == 3
+    emb = CountingEmbedder()
+    target = SQLiteMemoryStore(tmp_path / "t.db", embedder=emb)
+    import_jsonl(target, path)
+    assert emb.calls == [TEXTS[0]]  # re-embedded from its own text
+    assert np.allclose(target.stored_vectors([ids[0]])[ids[0]], HashingEmbedder().embed(TEXTS[0]), atol=1e-6)
+    target.close()
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm", "-vectors.npy", "-ann.usearch"])
+def test_an_export_onto_the_stores_own_files_is_refused(scope: Scope, tmp_path: Path, suffix: str) -> None:
+    db = tmp_path / "memory.db"
+    store = SQLiteMemoryStore(db, embedder=HashingEmbedder())
+    ids = _fill(store, scope)
+    before = db.read_bytes()
+    for spelling in (db.with_name(db.name + suffix), tmp_path / "sub" / ".." / (db.name + suffix)):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        with pytest.raises(ValidationError) as err:
+            export_jsonl(store, spelling)
+        assert "this store's own files" in str(err.value) and err.value.field == "output"
+    assert db.read_bytes() == before and store.get(ids[0]).content == TEXTS[0]
+    assert export_jsonl(store, tmp_path / "memory.db-backup.jsonl") == 4  # a name that only starts like it is fine
+    store.close()
+
+
+def test_the_exports_temporary_file_is_never_written_through_a_symlink(
+    scope: Scope, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import time
+
+    store = SQLiteMemoryStore(tmp_path / "memory.db", embedder=HashingEmbedder())
+    _fill(store, scope)
+    out, outside = tmp_path / "out", tmp_path / "outside.txt"
+    out.mkdir()
+    outside.write_text("keep me\n")
+    monkeypatch.setattr(time, "monotonic_ns", lambda: 42)  # the temporary name is known in advance
+    (out / f".backup.jsonl.{os.getpid()}.42.tmp").symlink_to(outside)
+    with pytest.raises(StoreError) as err:
+        export_jsonl(store, out / "backup.jsonl")
+    assert "backup.jsonl" in str(err.value)
+    assert outside.read_text() == "keep me\n" and not (out / "backup.jsonl").exists()
+    store.close()

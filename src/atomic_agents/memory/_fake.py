@@ -562,11 +562,13 @@ class InMemoryMemoryStore:
         sf = check_scope_filter(scope)
         yield from [m for m in self._mems.values() if sf.matches(m.scope_key())]
 
-    def stored_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    def stored_vectors(self, ids: Sequence[str], *, hashes: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
         out = {}
         for mid in ids:
             m, entry = self._mems.get(mid), self._vecs.get(mid)
-            if m is not None and entry is not None and entry[0] == self.embedder.model_id and entry[1] == content_hash(m.content):
+            if m is None or entry is None or (hashes is not None and hashes.get(mid) != entry[1]):
+                continue
+            if entry[0] == self.embedder.model_id and entry[1] == content_hash(m.content):
                 out[mid] = entry[2]
         return out
 

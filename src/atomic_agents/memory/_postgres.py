@@ -709,7 +709,7 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
                 yield _memory(row)
             last = rows[-1][0]
 
-    def stored_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    def stored_vectors(self, ids: Sequence[str], *, hashes: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
         """The current embedder's vectors of these memories, where one matches the content (for an export)."""
         out: dict[str, np.ndarray] = {}
         ids = list(ids)
@@ -719,7 +719,7 @@ class PostgresMemoryStore(PostgresKeyword, PostgresLeases):
                 " AND embedder = %s AND embedding IS NOT NULL",
                 [ids[start : start + 5000], self.embedder.model_id],
             ):
-                if h == content_hash(content):
+                if h == content_hash(content) and (hashes is None or hashes.get(mid) == h):
                     out[mid] = _np(vec)
         return out
 

@@ -717,7 +717,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
                 yield _memory(row)
             last = rows[-1][0]
 
-    def stored_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    def stored_vectors(self, ids: Sequence[str], *, hashes: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
         """The current embedder's vectors of these memories, where one matches the content (for an export)."""
         out: dict[str, np.ndarray] = {}
         ids = list(ids)
@@ -728,7 +728,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
                 " AND embedder = ? AND embedding IS NOT NULL",
                 [*part, self.embedder.model_id],
             ):
-                if h == content_hash(content):
+                if h == content_hash(content) and (hashes is None or hashes.get(mid) == h):
                     out[mid] = np.frombuffer(blob, dtype=np.float32)
         return out
 

@@ -242,6 +242,14 @@ class SQLiteVectorSync:
             self._maybe_build_ann()
             return self._index
 
+    def own_files(self) -> list[Path]:
+        """The database and every file beside it that the store owns: SQLite's journals, the vector
+        snapshot, the graph and its build lock (whether or not each exists now)."""
+        db = self.path
+        journals = [db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")]
+        sidecars = [_matrix_cache.snapshot_path(db), _matrix_cache.meta_path(db), _matrix_cache.ann_path(db), _lock_path(db)]
+        return [db, *journals, *sidecars, _matrix_cache._legacy_path(db)]
+
     def _read_mapped_files(self) -> None:
         """After a search on a freshly mapped snapshot: have its matrix read into the page cache (``_prefetch``).
 

@@ -140,8 +140,11 @@ class MemoryStore(Protocol):
 
     def dump(self, scope: ScopeFilter | None = None) -> Iterator[Memory]: ...
 
-    def stored_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The current embedder's vectors of these memories (those whose vector matches their content)."""
+    def stored_vectors(self, ids: Sequence[str], *, hashes: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
+        """The current embedder's vectors of these memories (those whose vector matches their content).
+
+        ``hashes`` (``id -> content hash``): only a vector computed from that content, so a caller
+        that read the contents earlier never gets the vector of an edit made since."""
         ...
 
     def load(

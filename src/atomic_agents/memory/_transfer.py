@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -78,19 +80,44 @@ def export_jsonl(
         raise ValidationError(f"{path}: is a folder; name the file to write", field="output", rule="path")
     if not path.parent.is_dir():
         raise ValidationError(f"{path}: its folder {path.parent} does not exist", field="output", rule="path")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if _is_store_file(store, path):
+        raise ValidationError(f"{path}: is one of this store's own files; name another file to write",
+                              field="output", rule="path")  # fmt: skip
+    # A fresh name, created (O_EXCL) and never through a symlink planted there (O_NOFOLLOW).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    created = False
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        created = True
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             n = _write(store, fh, sf, with_vectors, out)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+        created = False
     except OSError as exc:
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        if created:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
     return n
+
+
+def _is_store_file(store: MemoryStore, path: Path) -> bool:
+    """Whether ``path`` is one of the store's own files (``own_files``: its database, journals,
+    snapshot, graph): an export there would replace the store, or part of it, with its backup."""
+    own = getattr(store, "own_files", None)
+    if own is None:
+        return False  # a server store (PostgreSQL) has no file here
+    try:
+        real = path.resolve()
+        for f in own():
+            if f.resolve() == real or (real.exists() and f.exists() and os.path.samefile(real, f)):
+                return True  # that file, another spelling of it, or a hard link to it
+    except (OSError, RuntimeError):
+        return False
+    return False
 
 
 def _write(store: MemoryStore, fh: IO[str], scope: ScopeFilter, with_vectors: bool, details: dict[str, Any]) -> int:
@@ -105,13 +132,16 @@ def _write(store: MemoryStore, fh: IO[str], scope: ScopeFilter, with_vectors: bo
     batch: list[Memory] = []
 
     def flush() -> None:
-        vecs = store.stored_vectors([m.id for m in batch])
+        # Only a vector whose row still holds the content read here: an edit between the two reads
+        # must not pair this content with the vector of the new one (the line goes without a vector).
+        hashes = {m.id: content_hash(m.content) for m in batch}
+        vecs = store.stored_vectors(list(hashes), hashes=hashes)
         for mem in batch:
             row: dict[str, Any] = mem.to_dict()
             vec = vecs.get(mem.id)
             if vec is not None:
                 details["vectors"] += 1
-                row["vector"] = {"model": model, "dimension": dim, "content_hash": content_hash(mem.content),
+                row["vector"] = {"model": model, "dimension": dim, "content_hash": hashes[mem.id],
                                  "f32": base64.b64encode(np.asarray(vec, dtype="<f4").tobytes()).decode("ascii")}
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
         batch.clear()
@@ -148,11 +178,18 @@ def _vector(data: object, lineno: int, source: str) -> tuple[str, int, str, byte
         raise bad("f32 is not base64") from None
     if len(raw) != 4 * dim:
         raise bad(f"f32 holds {len(raw) // 4} values, not {dim}")
+    arr = np.frombuffer(raw, dtype="<f4")  # every vector, used or not: a backup is checked whole
+    if not np.isfinite(arr).all() or abs(float(np.linalg.norm(arr.astype(np.float64))) - 1.0) > 1e-3:
+        raise bad("is not a finite unit vector")
     return model, dim, h, raw
 
 
 def _records(fh: IO[str] | IO[bytes], source: str) -> Iterator[tuple[int, Memory, tuple[str, int, str, bytes] | None]]:
-    """(line number, memory, vector) for every non-blank line; the first bad line raises, naming it."""
+    """(line number, memory, vector) for every non-blank line; the first bad line raises, naming it.
+
+    An id on two lines is refused, naming both: an export holds each memory once, so the file was
+    joined or edited, and keeping either line would silently drop the other."""
+    first_line: dict[str, int] = {}
     for lineno, line in decode_lines(fh, path=source):
         if isinstance(line, EncodingError):
             raise line  # names the file and the line; nothing has been written yet
@@ -165,6 +202,9 @@ def _records(fh: IO[str] | IO[bytes], source: str) -> Iterator[tuple[int, Memory
             mem = Memory.from_dict(data)
         except ValidationError as exc:
             raise ValidationError(f"line {lineno}: {exc.message}", path=source, field=exc.field, rule=exc.rule) from None
+        seen = first_line.setdefault(mem.id, lineno)
+        if seen != lineno:
+            raise ValidationError(f"line {lineno}: the same id as line {seen}", path=source, field="id", rule="unique")
         yield lineno, mem, _vector(data.get("vector"), lineno, source)
 
 
@@ -212,14 +252,13 @@ def import_jsonl(
             continue
         carried += 1
         v_model, v_dim, v_hash, raw = vec
-        if v_model != model or v_dim != dim:
+        if v_model == model and v_dim != dim:  # this store's model never made it: the line was edited
+            raise ValidationError(f"line {lineno}: vector has {v_dim} dimensions, not the {dim} of this store's model",
+                                  path=name, field="vector", rule="jsonl")  # fmt: skip
+        if v_model != model:
             others.add(v_model)
         elif v_hash == content_hash(mem.content) and mem.deleted_at is None:
-            arr = np.frombuffer(raw, dtype="<f4").astype(np.float32)
-            if not np.isfinite(arr).all() or abs(float(np.linalg.norm(arr)) - 1.0) > 1e-3:
-                raise ValidationError(f"line {lineno}: vector is not a finite unit vector", path=name, field="vector",
-                                      rule="jsonl")
-            reuse[mem.id] = arr
+            reuse[mem.id] = np.frombuffer(raw, dtype="<f4").astype(np.float32)
     if details is not None:
         live = sum(1 for _, m, _ in records if m.deleted_at is None)
         details.update(with_vectors=carried, vectors_reused=len(reuse), reembedded=max(0, live - len(reuse)),
