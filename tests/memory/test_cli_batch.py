@@ -156,6 +156,76 @@ def test_remember_jsonl_and_content_together_is_refused(capsys: pytest.CaptureFi
     assert code == 2 and "--user-id" in err
 
 
+class _CountingBytes(io.BytesIO):
+    """A stdin that counts how many bytes the command took from it."""
+
+    taken = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        got = super().read(size)
+        self.taken += len(got)
+        return got
+
+    def read1(self, size: int = -1) -> bytes:
+        got = super().read1(size)
+        self.taken += len(got)
+        return got
+
+    def readline(self, size: int | None = -1) -> bytes:
+        got = super().readline(size)
+        self.taken += len(got)
+        return got
+
+    def readinto(self, b: Any) -> int:
+        n = super().readinto(b)
+        self.taken += n
+        return n
+
+
+@pytest.mark.parametrize(
+    ("command", "bad", "good"),
+    [
+        ("remember", {"content": 5}, {"content": "a fine memory that would be stored"}),
+        ("recall", {"query": "q", "limit": 0}, {"query": "a fine question to answer"}),
+    ],
+)
+def test_a_bad_first_line_is_refused_before_the_rest_of_the_input_is_read(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, calls: list[list[str]], tmp_path: Path,
+    command: str, bad: Any, good: Any,
+) -> None:
+    tail = jsonl(good) * 200_000  # ~8 MB after the bad line (an endless `yes` pipe, as far as the reader can tell)
+    raw = _CountingBytes(jsonl(bad) + tail)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(raw, encoding="utf-8"))  # type: ignore[arg-type]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["memory", command, "--jsonl", "-", *SCOPE])
+    out, _ = capsys.readouterr()
+    assert exit_info.value.code == 1 and lines(out)[0]["message"].startswith("line 1:")
+    assert raw.taken < 1_000_000 < len(tail)  # refused at line 1, the rest left unread
+    assert stored(tmp_path) == [] and calls == []
+
+
+@pytest.mark.parametrize(
+    "row",
+    [{"content": "x", "fact": "y"}, {"content": "x", "fact": 5}],
+)
+def test_remember_jsonl_refuses_a_line_giving_both_spellings(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, calls: list[list[str]], tmp_path: Path, row: Any
+) -> None:
+    code, out, _ = run(capsys, monkeypatch, "remember", "--jsonl", "-", *SCOPE, stdin=jsonl({"content": "fine"}, row))
+    error = lines(out)[0]
+    assert code == 1 and error["message"] == "line 2: give content or fact, not both" and error["field"] == "content"
+    assert stored(tmp_path) == []
+
+
+@pytest.mark.parametrize("row", [{"query": "q", "topic": "t"}, {"query": "q", "limit": 3, "top_k": 0}])
+def test_recall_jsonl_refuses_a_line_giving_both_spellings(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, calls: list[list[str]], tmp_path: Path, row: Any
+) -> None:
+    code, out, _ = run(capsys, monkeypatch, "recall", "--jsonl", "-", *SCOPE, stdin=jsonl(row))
+    error = lines(out)[0]
+    assert code == 1 and error["message"].startswith("line 1: give ") and error["message"].endswith(", not both")
+
+
 # ------------------------------------------------------------------ recall --jsonl
 def test_recall_jsonl_answers_in_input_order_each_as_the_single_command(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, calls: list[list[str]]

@@ -2,9 +2,9 @@
 
 Input: one JSON object per line (blank lines skipped), from a file or ``-`` (stdin).
 Every line is read and checked (JSON, known fields, content, metadata, scope,
-TTL, secrets; query, limit, filters) before the store is opened: the first bad
-line raises a typed error naming the line and the field, and nothing is stored
-or answered. A refused secret is named by its pattern, never echoed.
+TTL, secrets; query, limit, filters) before the store is opened, each as it is
+read: the first bad line raises a typed error naming the line and the field
+(without reading further), and nothing is stored or answered. A refused secret is named by its pattern, never echoed.
 
 Output: JSON lines in input order, each the shape of the single command's answer.
 ``remember``'s lines go in as one transaction with one embedding pass over all
@@ -52,10 +52,13 @@ def _lines(source: str) -> Iterator[tuple[int, str | EncodingError]]:
         yield from decode_lines(fh, path=source)
 
 
-def read_jsonl(source: str, allowed: frozenset[str]) -> list[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for every non-blank line; the first bad line raises, naming it."""
+def read_jsonl(source: str, allowed: frozenset[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line, as it is read; the first bad line raises, naming it.
+
+    A generator: the callers check each line's fields before the next is read, so a bad first
+    line is refused at once, not after the whole input (an endless ``yes`` pipe) has been read.
+    """
     name = _source_name(source)
-    out: list[tuple[int, dict[str, Any]]] = []
     for lineno, line in _lines(source):
         if isinstance(line, EncodingError):
             raise line  # names the file and the line
@@ -71,8 +74,7 @@ def read_jsonl(source: str, allowed: frozenset[str]) -> list[tuple[int, dict[str
                     f"line {lineno}: unknown field {shown!r}" if shown else f"line {lineno}: an unknown field",
                     path=name, field=shown, rule="jsonl",
                 )
-        out.append((lineno, data))
-    return out
+        yield lineno, data
 
 
 def _at_line(exc: ValidationError, name: str, lineno: int) -> ValidationError:
@@ -82,11 +84,12 @@ def _at_line(exc: ValidationError, name: str, lineno: int) -> ValidationError:
     return ValidationError(f"line {lineno}: {exc.message}", path=name, field=exc.field, rule=exc.rule, record=exc.record)
 
 
-def _pick(data: dict[str, Any], *keys: str) -> Any:
-    for k in keys:
-        if k in data:
-            return data[k]
-    return None
+def _pick(data: dict[str, Any], lineno: int, name: str, *keys: str) -> Any:
+    """The value of a field that has two spellings (``content`` / eden's ``fact``); a line giving both is refused."""
+    given = [k for k in keys if k in data]
+    if len(given) > 1:
+        raise ValidationError(f"line {lineno}: give {given[0]} or {given[1]}, not both", path=name, field=given[0], rule="jsonl")
+    return data[given[0]] if given else None
 
 
 def _scope_args(data: dict[str, Any], defaults: dict[str, str | None], lineno: int, name: str) -> list[Any]:
@@ -110,7 +113,7 @@ def remember_records(source: str, defaults: dict[str, Any]) -> list[Any]:
     name, now = _source_name(source), time.time()
     mems = []
     for lineno, data in read_jsonl(source, REMEMBER_FIELDS):
-        content = _pick(data, "content", "fact")
+        content = _pick(data, lineno, name, "content", "fact")
         if content is None:
             raise ValidationError(f"line {lineno}: no content", path=name, field="content", rule="required")
         try:
@@ -133,11 +136,11 @@ def recall_requests(source: str, defaults: dict[str, Any]) -> list[tuple[str, An
     name = _source_name(source)
     out = []
     for lineno, data in read_jsonl(source, RECALL_FIELDS):
-        query = _pick(data, "query", "topic")
+        query = _pick(data, lineno, name, "query", "topic")
         if query is None:
             raise ValidationError(f"line {lineno}: no query", path=name, field="query", rule="required")
         try:
-            limit = _pick(data, "limit", "top_k")
+            limit = _pick(data, lineno, name, "limit", "top_k")
             filters = data.get("filters", defaults.get("filters"))
             if filters is not None and not isinstance(filters, dict):
                 raise ValidationError("must be a JSON object", field="filters", rule="json")
