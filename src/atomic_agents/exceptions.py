@@ -95,7 +95,7 @@ class ValidationError(AtomicAgentsError):
             parts.append(f" [{self.rule}]")
         return "".join(parts)
 
-    def to_dict(self) -> dict[str, str | None]:
+    def to_dict(self) -> dict[str, str | int | None]:
         return {
             "path": self.path,
             "record": self.record,
@@ -140,6 +140,12 @@ class FrontmatterParseError(ValidationError):
         where = f"{path}:{line}" if (path is not None and line is not None) else path
         super().__init__(message, path=where, field=field, rule=rule)
         self.path = str(path) if path is not None else None
+
+    def to_dict(self) -> dict[str, str | int | None]:
+        """As :class:`ValidationError`'s, with ``line`` (the text shows it as ``path:line``)."""
+        out = super().to_dict()
+        out["line"] = self.line
+        return out
 
 
 class EncodingError(FrontmatterParseError):

@@ -510,3 +510,33 @@ def test_health_names_the_database_file_itself(
     assert run(capsys, monkeypatch, "remember", *SCOPE, "hi")[0] == 0
     code, out, _ = run(capsys, monkeypatch, "health")
     assert code == 0 and json.loads(out)["path"] == str((tmp_path / "real" / "m.db").resolve())
+
+
+# ------------------------------------------------------------------ import: what it reads
+def test_import_of_a_missing_file_creates_no_database(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                                      calls: list[list[str]], tmp_path: Path) -> None:
+    code, out, err = run(capsys, monkeypatch, "import", str(tmp_path / "nowhere.jsonl"))
+    assert code == 1 and lines(out)[0]["error"] == "NotFoundError" and "nowhere.jsonl" in err
+    assert not (tmp_path / "memory.db").exists()
+
+
+def test_import_from_stdin_reads_utf8_bytes_whatever_the_locale(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                                                calls: list[list[str]], tmp_path: Path) -> None:
+    code, out, _ = run(capsys, monkeypatch, "remember", "--jsonl", "-", *SCOPE, stdin=jsonl({"content": "café au lait"}))
+    assert code == 0
+    code, backup, _ = run(capsys, monkeypatch, "export")
+    assert code == 0 and "café" in backup
+    (tmp_path / "memory.db").unlink()
+    # a latin-1 locale: the text layer would decode é's two UTF-8 bytes as two characters
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(backup.encode()), encoding="latin-1"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["memory", "import", "-"])
+    assert exit_info.value.code in (0, None)
+    assert [c for _, c in stored(tmp_path)] == ["café au lait"]
+    capsys.readouterr()
+    bad = backup.encode().replace("café".encode(), b"caf\xe9")  # not UTF-8: refused by line, named as stdin
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(bad), encoding="latin-1"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["memory", "import", "-"])
+    error = lines(capsys.readouterr().out)[0]
+    assert exit_info.value.code == 1 and error["error"] == "EncodingError" and error["path"] == "<stdin>" and error["line"] == 1

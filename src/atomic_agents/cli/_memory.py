@@ -471,9 +471,13 @@ def import_(
     from ..memory import import_jsonl
 
     details: dict[str, Any] = {}
-    with _store(embeds=True) as store, _bar("importing") as progress:
-        imported, skipped = import_jsonl(store, sys.stdin if str(source) == "-" else source, progress=progress,
-                                         details=details)
+    if str(source) == "-":
+        stream: Any = getattr(sys.stdin, "buffer", sys.stdin)  # bytes: decoded as UTF-8 line by line, whatever the locale
+    else:
+        stream = _open_import(source)  # before the store: a missing file creates no database
+    with stream, _store(embeds=True) as store, _bar("importing") as progress:
+        imported, skipped = import_jsonl(store, stream, progress=progress, details=details,
+                                         name="<stdin>" if str(source) == "-" else str(source))
         model = store.embedder.model_id
     out: dict[str, Any] = {"status": "ok", "imported": imported, "skipped": skipped}
     if details.get("with_vectors"):  # the file carried vectors: say whether they were used
@@ -487,6 +491,17 @@ def import_(
             err_console().print(f"the export's vectors are from {others}, not this store's {model}: "
                                 f"re-embedded {details['reembedded']} memories", markup=False)  # fmt: skip
     emit(out, True)
+
+
+def _open_import(source: Path) -> Any:
+    from ..exceptions import NotFoundError, ValidationError
+
+    try:
+        return open(source, "rb")  # noqa: SIM115 - closed by the import's with
+    except FileNotFoundError:
+        raise NotFoundError(f"no such file: {source}", path=str(source)) from None
+    except OSError as exc:
+        raise ValidationError(f"cannot read the file ({exc.strerror})", path=str(source), rule="io") from None
 
 
 @app.command()

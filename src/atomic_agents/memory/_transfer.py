@@ -214,8 +214,12 @@ def import_jsonl(
     *,
     progress: Progress | None = None,
     details: dict[str, Any] | None = None,
+    name: str | None = None,
 ) -> tuple[int, int]:
     """Load an export into ``store``; ids already present are skipped. Returns ``(imported, skipped)``.
+
+    ``source``: a path, or an open file (bytes, read as UTF-8, or text); ``name`` names it in
+    errors (default: the path, or ``<stream>``).
 
     All or nothing: the whole file is read and every record checked (JSON, field
     types, finite non-negative times, secrets, scope ids, vector form) before
@@ -227,10 +231,10 @@ def import_jsonl(
     from ._secrets import check_no_secrets
 
     if hasattr(source, "read"):
-        name = "<stream>"
+        name = name or "<stream>"
         records = list(_records(source, name))  # type: ignore[arg-type]
     else:
-        name = str(source)
+        name = name or str(source)
         try:
             with open(source, "rb") as fh:
                 records = list(_records(fh, name))
