@@ -155,3 +155,35 @@ def test_show_and_list_of_a_vault_with_a_non_utf8_file_name(capsys: pytest.Captu
     assert code == 0 and "Traceback" not in out + err and "project_alpha_beta.md" in out
     code, out, err = run(capsys, "vault", "validate")
     assert code == 1 and "Traceback" not in out + err
+
+
+_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example key: the secret rules refuse it
+_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["memory", "recall", "--limit", _KEY, "q", "--agent-id", "a", "--user-id", "u"],
+        ["memory", "recall", f"--limit={_TOKEN}", "q"],
+        ["memory", "remember", "--ttl-ms", _TOKEN, "x", "--agent-id", "a", "--user-id", "u"],
+        ["memory", "remember", "--durability", _KEY, "x"],
+        ["memory", _KEY],
+        ["memory", "recall", f"--{_KEY}", "q"],
+        ["vault", "list", "--json", f"--x={_KEY}"],
+        ["memory", "recall", "-n" + _TOKEN, "q"],
+    ],
+)
+def test_a_usage_error_never_prints_back_a_value_that_looks_like_a_secret(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    monkeypatch.setenv("ATOMIC_AGENTS_DB", str(tmp_path / "m.db"))
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and "Traceback" not in err
+    assert _KEY not in out + err and _TOKEN not in out + err and _TOKEN[4:20] not in out + err
+    assert "looks like a secret" in err or "No such option" in err  # the error is still told
+
+
+def test_a_usage_error_still_names_a_plain_bad_value(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "memory", "recall", "--limit", "abc", "q")
+    assert code == 2 and "'abc' is not a valid int" in err

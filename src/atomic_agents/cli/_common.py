@@ -30,6 +30,12 @@ from typing import Annotated, Any, Optional, TypeAlias
 
 import typer
 
+try:  # typer >= 0.2x vendors click: its exceptions, not the real click's
+    from typer._click.exceptions import ClickException
+    from typer.exceptions import Abort
+except ImportError:  # pragma: no cover - older typer on the real click
+    from click.exceptions import Abort, ClickException  # type: ignore[assignment]
+
 from .._json import to_jsonable
 
 __all__ = [
@@ -404,11 +410,42 @@ def _fail(exc: BaseException, message: str, args: list[str]) -> None:
     sys.exit(1)
 
 
+def _usage_error(exc: ClickException, args: list[str]) -> None:
+    """Show a usage error as click's standalone mode does (exit 2), with every argument that looks
+    like a secret hidden from its message: a refused value is never printed back."""
+    from ..memory._secrets import find_secret  # only now: a command that runs never pays for it
+
+    values = {a for a in args if find_secret(a) is not None}
+    values |= {a.split("=", 1)[1] for a in args if a.startswith("-") and "=" in a and find_secret(a.split("=", 1)[1])}
+    values |= {a[2:] for a in args if a.startswith("-") and not a.startswith("--") and len(a) > 2 and find_secret(a[2:])}
+    for value in sorted(values, key=len, reverse=True):
+        for shown in {value, repr(value)[1:-1]}:
+            exc.message = exc.message.replace(shown, "<hidden: looks like a secret>")
+    try:
+        from typer import rich_utils
+
+        rich_utils.rich_format_error(exc)
+    except ImportError:  # pragma: no cover - typer without rich
+        exc.show()
+    sys.exit(exc.exit_code)
+
+
+def _show_abort() -> None:
+    try:
+        from typer import rich_utils
+
+        rich_utils.rich_abort_error()
+    except ImportError:  # pragma: no cover - typer without rich
+        print("Aborted!", file=sys.stderr)
+    sys.exit(1)
+
+
 def run(command: Callable[..., Any], argv: list[str] | None, *, prog_name: str) -> None:
     """The CLI's one error boundary: every entry point (``atomic-agents``, ``python -m
     atomic_agents.migrate``) runs through here.
 
-    Click's standalone mode turns usage mistakes into exit 2. Anything a user can
+    Usage mistakes are exit 2, shown as click's standalone mode shows them, except that an
+    argument that looks like a secret is hidden from the message (``_usage_error``). Anything a user can
     cause that reaches here becomes one line on stderr (and, when the command's
     output is JSON, an error object on stdout) and exit 1, never a traceback: an
     :class:`~atomic_agents.AtomicAgentsError`, an ``OSError`` (a file where a
@@ -433,7 +470,14 @@ def run(command: Callable[..., Any], argv: list[str] | None, *, prog_name: str) 
         print(f"error: argument {bad} is not valid UTF-8 (check the shell's encoding)", file=sys.stderr)
         sys.exit(2)
     try:
-        command(args=args, prog_name=prog_name, standalone_mode=True)
+        # Not click's standalone mode: a usage error comes back here, so that a value it would
+        # echo ("'<a pasted key>' is not a valid int") is hidden first when it looks like a secret.
+        code = command(args=args, prog_name=prog_name, standalone_mode=False)
+        sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)  # (an int: typer.Exit's code)
+    except ClickException as exc:
+        _usage_error(exc, args)
+    except Abort:
+        _show_abort()
     except AtomicAgentsError as exc:
         _fail(exc, str(exc), args)
     except OSError as exc:
