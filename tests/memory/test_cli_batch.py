@@ -540,3 +540,12 @@ def test_import_from_stdin_reads_utf8_bytes_whatever_the_locale(capsys: pytest.C
         main(["memory", "import", "-"])
     error = lines(capsys.readouterr().out)[0]
     assert exit_info.value.code == 1 and error["error"] == "EncodingError" and error["path"] == "<stdin>" and error["line"] == 1
+
+
+def test_a_filter_too_deep_to_compare_is_named_by_its_position_not_its_key(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, calls: list[list[str]]
+) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    code, out, err = run(capsys, monkeypatch, "recall", "q", *SCOPE, "--filter", "ok=1", "--filter", f"{SECRET}={deep}")
+    error = lines(out)[0]
+    assert code == 1 and SECRET not in out + err and error["message"].startswith("--filter #2:") and error["field"] == "filter"

@@ -129,7 +129,7 @@ def _filters(pairs: list[str] | None, legacy: str | None = None) -> dict[str, An
         except json.JSONDecodeError:
             out[key] = raw  # not JSON: the text itself
         except (ValueError, RecursionError) as exc:  # JSON, but past what can be compared (depth, digits)
-            raise ValidationError(f"{key}: {json_reason(exc)}", field="filter", rule="json") from None
+            raise ValidationError(f"--filter #{n}: {json_reason(exc)}", field="filter", rule="json") from None  # (the key: maybe pasted text)
     from ..memory._models import check_filters
 
     return check_filters(out) or None  # the store's own rules, before any file is opened
