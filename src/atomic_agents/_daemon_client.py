@@ -74,6 +74,8 @@ PINNED_ENV = ("TERMINAL_WIDTH", "_TYPER_FORCE_DISABLE_TERMINAL", "GITHUB_ACTIONS
 CONNECT_TIMEOUT = 2.0
 REPLY_TIMEOUT = 300.0
 _MAX_FRAME = 1 << 31
+#: The largest request header (argv, environment, streams) a daemon reads; the stdin frame may be larger.
+MAX_HELLO = 16 << 20
 
 
 def daemon_key() -> str:
@@ -326,16 +328,17 @@ def _recv_exact(sock: Any, n: int, deadline: float | None = None) -> bytes:
     return b"".join(parts)
 
 
-def recv_bytes(sock: Any, deadline: float | None = None) -> bytes:
-    """One frame's payload; ``deadline`` (``time.monotonic()``): all of it by then, else ``TimeoutError``."""
+def recv_bytes(sock: Any, deadline: float | None = None, limit: int = _MAX_FRAME) -> bytes:
+    """One frame's payload; ``deadline`` (``time.monotonic()``): all of it by then, else ``TimeoutError``.
+    A frame announcing more than ``limit`` bytes is refused before any of it is read."""
     n = int.from_bytes(_recv_exact(sock, 8, deadline), "big")
-    if n > _MAX_FRAME:
+    if n > limit:
         raise ConnectionError("frame too large")
     return _recv_exact(sock, n, deadline)
 
 
-def recv(sock: Any, deadline: float | None = None) -> Any:
-    return marshal.loads(recv_bytes(sock, deadline))
+def recv(sock: Any, deadline: float | None = None, limit: int = _MAX_FRAME) -> Any:
+    return marshal.loads(recv_bytes(sock, deadline, limit))
 
 
 def connect(path: str, timeout: float = CONNECT_TIMEOUT) -> Any:
@@ -438,6 +441,8 @@ def try_daemon(args: list[str]) -> int | None:
     if os.name != "posix" or "_ATOMIC_AGENTS_COMPLETE" in os.environ or os.environ.get("ATOMIC_AGENTS_DAEMON") == "off":
         return None
     if any(os.isatty(fd) for fd in (0, 1, 2)):  # terminal width, colours, indented JSON: in-process
+        return None
+    if sys.stdout is None or sys.stderr is None:  # a closed stream (``2>&-``): in-process meets it as it always has
         return None
     try:
         cwd = os.getcwd()

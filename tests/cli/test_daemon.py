@@ -836,3 +836,72 @@ def test_status_and_stop_of_a_busy_daemon(env: Env) -> None:
     data = json.loads(out)
     assert data["stopped"] is True and data["pid"] == pid  # ...then the stop is taken
     assert not _alive(pid) and not os.path.exists(env.sock)
+
+
+def _send_raw(sock_path: str, frame: bytes) -> None:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    try:
+        s.connect(sock_path)
+        s.sendall(frame)
+        with __import__("contextlib").suppress(OSError):
+            s.recv(64)  # the daemon's answer or its close
+    finally:
+        s.close()
+
+
+def test_a_request_of_the_wrong_shape_drops_that_client_and_the_daemon_serves_on(env: Env) -> None:
+    import marshal
+
+    _seed(env)
+    pid = env.start()["pid"]
+    for hello in ({"op": "run", "argv": [1, 2]}, {"op": "run", "env": ["x"], "argv": ["memory", "list"]},
+                  {"op": "run", "argv": ["memory", "list"], "cwd": 5}, ["not", "a", "dict"], {"op": 7}):
+        data = marshal.dumps(hello)
+        _send_raw(env.sock, len(data).to_bytes(8, "big") + data)
+        assert _alive(pid), hello
+    _send_raw(env.sock, (client.MAX_HELLO + 1).to_bytes(8, "big") + b"x" * 1024)  # refused before it is read
+    assert _alive(pid)
+    served = env.requests()
+    code, out, _ = env.mem("recall", *SCOPE, "billing deploy")
+    assert code == 0 and b"billing deploy" in out and env.requests() == served + 1
+
+
+def test_a_closed_stderr_runs_in_process_and_a_write_that_worked_exits_0(env: Env) -> None:
+    env.start()
+    served = env.requests()
+    import shlex
+
+    line = shlex.join([sys.executable, "-m", "atomic_agents.cli", "memory", "--db", str(env.db), "remember", *SCOPE,
+                       "stored with stderr closed"])
+    p = subprocess.run(["bash", "-c", f"exec {line} 2>&-"], stdout=subprocess.PIPE, env=env.env, cwd=env.tmp, timeout=120)
+    assert p.returncode == 0 and b'"id"' in p.stdout
+    code, out, _ = env.mem("list", *SCOPE)
+    assert code == 0 and out.count(b"stored with stderr closed") == 1  # stored once
+    assert env.requests() == served + 1  # (the list; the remember ran in-process)
+
+
+def test_health_is_the_same_before_and_after_the_daemon_has_searched(env: Env) -> None:
+    _seed(env)
+    before = env.mem("health", daemon=False)
+    env.start()
+    assert env.mem("recall", *SCOPE, "billing")[0] == 0
+    after = env.mem("health")
+    b, a = json.loads(before[1]), json.loads(after[1])
+    assert a["extra"]["ann"] == b["extra"]["ann"] == "below-threshold"
+    assert {k: v for k, v in a.items() if k != "size_bytes"} == {k: v for k, v in b.items() if k != "size_bytes"}
+
+
+def test_start_goes_on_when_the_lock_was_held_only_for_a_moment(env: Env) -> None:
+    import fcntl
+    import threading
+
+    _seed(env)
+    lock = client.lock_path(os.path.realpath(env.db))
+    os.makedirs(os.path.dirname(lock), mode=0o700, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a stale check or a daemon on its way out holds it
+    threading.Timer(1.5, lambda: os.close(fd)).start()
+    t0 = time.monotonic()
+    data = env.start()
+    assert data["running"] and _alive(data["pid"]) and time.monotonic() - t0 < 60

@@ -276,7 +276,7 @@ def _handle(conn: Any, s: _Served, uid: int) -> None:
     conn.settimeout(RECEIVE_TIMEOUT)  # the sends (sendall: one limit for all of it)
     if not peer_allowed(conn, uid):
         return
-    hello = client.recv(conn, deadline)
+    hello = client.recv(conn, deadline, limit=client.MAX_HELLO)
     if not isinstance(hello, dict):
         return
     op = hello.get("op")
@@ -384,8 +384,8 @@ def serve(db: str, embedder: str, idle_timeout: float, *, ready: Any = None) -> 
                 continue
             try:
                 _handle(conn, s, uid)
-            except (OSError, ValueError, EOFError, TypeError):
-                pass  # a client that went away mid-request; the next one is served
+            except Exception:  # noqa: BLE001 - a client that went away, or sent a request of the wrong shape:
+                pass  # that one is dropped and the next served (_Stop is a BaseException: it still ends the loop)
             finally:
                 conn.close()
                 last = time.monotonic()
@@ -489,27 +489,40 @@ def _spawn(db: str, embedder: str, idle: float) -> dict[str, Any]:
     src = str(Path(__file__).resolve().parents[2])  # the package this CLI runs from, whatever the cwd
     env = dict(os.environ)
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.Popen([sys.executable, "-c", code, db, embedder, repr(idle)], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, cwd="/",
-                            env=env)
-    sock = client.socket_path(db)
+
+    def launch() -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-c", code, db, embedder, repr(idle)], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, cwd="/",
+                                env=env)
+
+    proc = launch()
+    sock, lock = client.socket_path(db), client.lock_path(db)
     deadline = time.monotonic() + START_TIMEOUT
+    ours: subprocess.Popen[bytes] | None = proc  # None: it found the lock held, and exited
     while time.monotonic() < deadline:
-        rc = proc.poll()
+        rc = ours.poll() if ours is not None else None
         status = client.request(sock, {"op": "status"})
         if status is not None:
-            assert proc.stderr is not None
-            proc.stderr.close()
+            if ours is not None and ours.stderr is not None:
+                ours.stderr.close()
             return status
-        if rc is not None:
-            assert proc.stderr is not None
-            message = proc.stderr.read().decode("utf-8", "backslashreplace").strip()
-            if rc == _ALREADY:  # another start won the race: report that one once it answers
-                time.sleep(0.2)
-                continue
-            raise StoreError(f"the daemon did not start: {message or f'exit code {rc}'}")
+        if ours is not None and rc is not None:
+            assert ours.stderr is not None
+            message = ours.stderr.read().decode("utf-8", "backslashreplace").strip()
+            ours.stderr.close()
+            if rc != _ALREADY:
+                raise StoreError(f"the daemon did not start: {message or f'exit code {rc}'}")
+            ours = None
+        if ours is None:
+            # The lock was held: by another start that won the race (report that one once it answers),
+            # or only for a moment (a stale check, a daemon on its way out): once it is free, start again.
+            time.sleep(0.2)
+            if _unlocked(lock):
+                ours = launch()
+            continue
         time.sleep(0.05)
-    proc.kill()
+    if ours is not None:
+        ours.kill()
     raise StoreError(f"the daemon did not answer within {START_TIMEOUT:.0f} s")
 
 
@@ -552,21 +565,26 @@ def _wait_gone(pid: int, timeout: float = 30.0) -> None:
 
 
 def _wait_unlocked(lock: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not _unlocked(lock):
+        time.sleep(0.05)
+
+
+def _unlocked(lock: str) -> bool:
+    """Whether no process holds the daemon's lock now (no lock file: none does)."""
     import fcntl
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_NOFOLLOW)
-        except OSError:
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except OSError:
-            time.sleep(0.05)
-        finally:
-            os.close(fd)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 @app.command()

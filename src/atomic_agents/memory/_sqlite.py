@@ -654,7 +654,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
             stored_embedder=meta.get("embedder"),
             needs_reindex=meta.get("embedder") != self.embedder.model_id or stale > 0,
             extra={"relevance_floor": getattr(self.embedder, "relevance_floor", None), "stale_vectors": stale,
-                   "ann": self.ann_state, "ann_build_error": self._build_error},
+                   "ann": self.ann_state_at(total - deleted - stale), "ann_build_error": self._build_error},
         )
 
     def vacuum(self) -> dict[str, Any]:

@@ -47,6 +47,8 @@ except ImportError:  # not POSIX: no build lock (two processes may build the sam
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from ._embed import Embedder
 else:  # bound on first use (see _lazy): keyword search and listing never import numpy
     from ._lazy import lazy_module
 
@@ -187,6 +189,8 @@ class SQLiteVectorSync:
         def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
         def _meta(self) -> dict[str, str]: ...
+
+        embedder: Embedder
 
     def _fetch_as_ranked(
         self, keys: Sequence[int], cosines: Mapping[int, float], qv: np.ndarray, scope: Scope, filters: Mapping[str, Any]
@@ -390,7 +394,20 @@ class SQLiteVectorSync:
 
     @property
     def ann_state(self) -> str:
-        """``graph`` (searches use it), ``building``, ``exact`` (no graph yet), ``below-threshold`` or ``off``."""
+        """:meth:`ann_state_at` of the rows the database holds now."""
+        (rows,) = self._read(
+            "SELECT count(*) FROM memories WHERE deleted_at = 0 AND embedder = ? AND embedding IS NOT NULL",
+            [self.embedder.model_id],
+        )[0]
+        return self.ann_state_at(int(rows))
+
+    def ann_state_at(self, rows: int) -> str:
+        """``graph`` (searches use it), ``building``, ``exact`` (no graph yet), ``below-threshold`` or ``off``.
+
+        ``rows``: the live rows with this model's vectors, as the database counts them, so that the
+        answer does not depend on whether this process has searched yet (a daemon's health is an
+        in-process one's): a graph published beside the database is what the first search maps.
+        """
         ix = self._index
         if self.ann_threshold is None:
             return "off"
@@ -398,8 +415,10 @@ class SQLiteVectorSync:
             return "graph"
         if self._builder is not None and self._builder.is_alive():
             return "building"
-        if ix is not None and len(ix) < self.ann_threshold:
+        if rows < self.ann_threshold:
             return "below-threshold"
+        if ix is None and _matrix_cache.ann_path(self.path).exists():
+            return "graph"
         return "exact"
 
     def build_ann(self, *, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
