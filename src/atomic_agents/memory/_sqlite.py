@@ -27,6 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
+
+    #: what a semantic search gives: the query vector, the index searched, the scope's rows, (key, cosine) hits
+    _Found = tuple[np.ndarray, "VectorIndex", list[int] | None, list[tuple[int, float]]]
 else:  # bound on first use (see _lazy): keyword search and listing never import numpy
     from ._lazy import lazy_module
 
@@ -248,9 +251,7 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         now = time.time()
         mems = [prepare_new(c, m, scope, ttl_ms, now=now, memory_id=memory_id) for c, m in items]
         total = len(mems)
-        vectors = self._vectors_for(
-            [m.content for m in mems], progress=(lambda n: progress(n, total)) if progress else None
-        )
+        vectors = self._vectors_for([m.content for m in mems], progress=(lambda n: progress(n, total)) if progress else None)
 
         def tx(c: sqlite3.Connection) -> None:
             if fence is not None:
@@ -436,16 +437,12 @@ class SQLiteMemoryStore(SQLiteKeyword, SQLiteVectorSync, SQLiteLeases):
         found = [(e, mem) for _, e, mem in self._keyword(q, sc, lim, flt)]
         return keyword_hits(q, self._idf(q) if found else {}, found, cal)
 
-    def _semantic(
-        self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int
-    ) -> tuple[np.ndarray, VectorIndex, list[int] | None, list[tuple[int, float]]]:
+    def _semantic(self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int) -> _Found:
         found = self._semantic_under_lock(q, sc, filters, limit)
         self._read_mapped_files()  # (after a search that worked: one that failed may be all this process does)
         return found
 
-    def _semantic_under_lock(
-        self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int
-    ) -> tuple[np.ndarray, VectorIndex, list[int] | None, list[tuple[int, float]]]:
+    def _semantic_under_lock(self, q: str, sc: Scope, filters: Mapping[str, Any], limit: int) -> _Found:
         with self._lock:
             index = self._sync()
             # the stored model can only change with a commit, which _sync has just looked at
