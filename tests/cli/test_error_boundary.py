@@ -187,3 +187,31 @@ def test_a_usage_error_never_prints_back_a_value_that_looks_like_a_secret(
 def test_a_usage_error_still_names_a_plain_bad_value(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "memory", "recall", "--limit", "abc", "q")
     assert code == 2 and "'abc' is not a valid int" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["memory", "health", _KEY + "\r"],  # click shows control characters escaped (\x0d)
+        ["memory", "health", "Authorization:", "Bearer", "deploytokenforthestagingcluster1"],  # one secret over words
+    ],
+)
+def test_a_usage_error_hides_a_secret_however_click_shows_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    monkeypatch.setenv("ATOMIC_AGENTS_DB", str(tmp_path / "m.db"))
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and "looks like a secret" in err
+    assert _KEY not in out + err and "deploytoken" not in out + err
+
+
+def test_a_closed_stdout_does_nothing_and_says_so(tmp_path: Path) -> None:
+    import shlex
+
+    env = {**os.environ, "ATOMIC_AGENTS_EMBEDDER": "hashing", "ATOMIC_AGENTS_DAEMON": "off"}
+    line = shlex.join([sys.executable, "-m", "atomic_agents.cli", "memory", "--db", str(tmp_path / "m.db"), "remember",
+                       "--agent-id", "a", "--user-id", "u", "a memory"])
+    p = subprocess.run(["bash", "-c", f"exec {line} >&-"], capture_output=False, stderr=subprocess.PIPE, env=env,
+                       timeout=120)
+    assert p.returncode == 1 and p.stderr.decode().strip() == "error: standard output is closed; nothing was done"
+    assert not (tmp_path / "m.db").exists()

@@ -600,3 +600,22 @@ def test_an_exception_in_the_progress_callback_is_raised_not_an_abort(tmp_path: 
     code = RAISING_PROGRESS.format(tests=str(Path(__file__).parents[1]), exc=exc)
     got = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=120)
     assert got.returncode == 0 and got.stdout.strip() == "raised", (got.returncode, got.stderr[-500:])
+
+
+def test_health_names_the_graph_only_when_the_snapshot_in_place_names_it(tmp_path: Path) -> None:
+    from atomic_agents.memory import HashingEmbedder
+    from atomic_agents.memory._matrix_cache import meta_path
+
+    db = tmp_path / "m.db"
+    with SQLiteMemoryStore(db, embedder=HashingEmbedder(), ann_threshold=0) as seed:
+        seed.remember_many([(f"note {i} about deploy {i % 17} and cache {i % 5}", None) for i in range(300)], BIG)
+    assert _cli(db, "ann", "build").returncode == 0
+    with SQLiteMemoryStore(db, embedder=HashingEmbedder(), ann_threshold=50, ann_build="off") as s:
+        before = s.health().extra["ann"]
+        s.recall("deploy 3", BIG)
+        assert before == s.health().extra["ann"] == "graph"  # the same before and after a search
+    meta_path(db).unlink()  # the snapshot no longer names the graph file (a crash, a stale sidecar)
+    with SQLiteMemoryStore(db, embedder=HashingEmbedder(), ann_threshold=50, ann_build="off") as s:
+        before = s.health().extra["ann"]
+        s.recall("deploy 3", BIG)
+        assert before == s.health().extra["ann"] == "exact"  # not "graph": a search would not map it

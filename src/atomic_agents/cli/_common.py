@@ -418,8 +418,13 @@ def _usage_error(exc: ClickException, args: list[str]) -> None:
     values = {a for a in args if find_secret(a) is not None}
     values |= {a.split("=", 1)[1] for a in args if a.startswith("-") and "=" in a and find_secret(a.split("=", 1)[1])}
     values |= {a[2:] for a in args if a.startswith("-") and not a.startswith("--") and len(a) > 2 and find_secret(a[2:])}
+    for n in (2, 3):  # a secret split over words ("Authorization: Bearer <token>" unquoted): each of them
+        for i in range(len(args) - n + 1):
+            if find_secret(" ".join(args[i : i + n])) is not None:
+                values.update(args[i : i + n])
+    escaped = lambda v: "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F else c for c in v)  # noqa: E731 - click's form
     for value in sorted(values, key=len, reverse=True):
-        for shown in {value, repr(value)[1:-1]}:
+        for shown in sorted({value, repr(value)[1:-1], escaped(value)}, key=len, reverse=True):
             exc.message = exc.message.replace(shown, "<hidden: looks like a secret>")
     try:
         from typer import rich_utils
@@ -465,6 +470,10 @@ def run(command: Callable[..., Any], argv: list[str] | None, *, prog_name: str) 
             except (ValueError, OSError):  # pragma: no cover - a closed or odd stream
                 pass
     reset_output_state()
+    if sys.stdout is None:  # started with stdout closed (`>&-`): nothing is done that could not be reported
+        if sys.stderr is not None:
+            print("error: standard output is closed; nothing was done", file=sys.stderr)
+        sys.exit(1)
     bad = _undecodable(args)
     if bad is not None:
         print(f"error: argument {bad} is not valid UTF-8 (check the shell's encoding)", file=sys.stderr)

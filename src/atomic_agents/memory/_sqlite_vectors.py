@@ -417,8 +417,10 @@ class SQLiteVectorSync:
             return "building"
         if rows < self.ann_threshold:
             return "below-threshold"
-        if ix is None and _matrix_cache.ann_path(self.path).exists():
-            return "graph"
+        if ix is None and _matrix_cache.ann_path(self.path).exists():  # the snapshot in place must name it, too
+            header = _matrix_cache._header(self.path)
+            if header is not None and header.get("ann"):
+                return "graph"
         return "exact"
 
     def build_ann(self, *, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
