@@ -235,6 +235,20 @@ def test_idle_exit(env: Env) -> None:
     assert code == 0 and json.loads(out) == {"memories": []}
 
 
+def test_status_polls_do_not_keep_an_idle_daemon_alive_and_commands_do(env: Env) -> None:
+    pid = env.start("--idle-timeout", "3")["pid"]
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 4.5:  # a command now and then: it stays
+        assert env.mem("list", *SCOPE)[0] == 0
+        time.sleep(0.5)
+    assert _alive(pid)
+    t1 = time.monotonic()
+    while _alive(pid) and time.monotonic() - t1 < 30:  # only `daemon status` (a monitor): it goes
+        env.cli("daemon", "status", "--db", str(env.db), "--json")
+        time.sleep(0.2)
+    assert not _alive(pid) and time.monotonic() - t1 < 15
+
+
 def test_stale_socket_is_removed_and_the_command_runs_in_process(env: Env) -> None:
     ids = _seed(env)
     pid = env.start()["pid"]

@@ -271,23 +271,24 @@ def _status(s: _Served) -> dict[str, Any]:
     }
 
 
-def _handle(conn: Any, s: _Served, uid: int) -> None:
+def _handle(conn: Any, s: _Served, uid: int) -> bool:
+    """Serve one connection; whether it ran a command (only that counts as use for the idle timer)."""
     deadline = time.monotonic() + RECEIVE_TIMEOUT
     conn.settimeout(RECEIVE_TIMEOUT)  # the sends (sendall: one limit for all of it)
     if not peer_allowed(conn, uid):
-        return
+        return False
     hello = client.recv(conn, deadline, limit=client.MAX_HELLO)
     if not isinstance(hello, dict):
-        return
+        return False
     op = hello.get("op")
     if op == "status":
         client.send(conn, _status(s))
-        return
+        return False
     if op == "stop":
         client.send(conn, {**_status(s), "running": False})
         raise _Stop
     if op != "run":
-        return
+        return False
     pinned = {k: os.environ.get(k) for k in client.PINNED_ENV}
     argv = hello.get("argv")
     routed = client.resolve_db(argv, hello.get("env") or {}, str(hello.get("cwd"))) if isinstance(argv, list) else None
@@ -295,7 +296,7 @@ def _handle(conn: Any, s: _Served, uid: int) -> None:
           and os.path.isdir(str(hello.get("cwd"))))  # memory commands only
     client.send(conn, {"ok": ok})
     if not ok or routed is None:
-        return
+        return False
     stdin = client.recv_bytes(conn, deadline)  # the whole request is here: only now is anything run
     conn.settimeout(RECEIVE_TIMEOUT)
     t0 = time.perf_counter()
@@ -307,6 +308,7 @@ def _handle(conn: Any, s: _Served, uid: int) -> None:
     client.send(conn, {"code": code})
     client.send(conn, out)
     client.send(conn, err)
+    return True
 
 
 def _prepare_dir() -> str:
@@ -382,13 +384,15 @@ def serve(db: str, embedder: str, idle_timeout: float, *, ready: Any = None) -> 
                 if _ident(sock_path) != mine:  # the socket was removed or replaced: nobody can reach us
                     break
                 continue
+            ran = False
             try:
-                _handle(conn, s, uid)
+                ran = _handle(conn, s, uid)
             except Exception:  # noqa: BLE001 - a client that went away, or sent a request of the wrong shape:
                 pass  # that one is dropped and the next served (_Stop is a BaseException: it still ends the loop)
             finally:
                 conn.close()
-                last = time.monotonic()
+                if ran:  # a command: `daemon status` (a monitor polling it) keeps no daemon alive
+                    last = time.monotonic()
     except _Stop:
         pass
     finally:
