@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import IO, Any
 
-from .exceptions import EncodingError, ValidationError
+from .exceptions import EncodingError, NotFoundError, ValidationError
 
-__all__ = ["decode", "decode_lines", "json_reason", "parse_json", "read_text"]
+__all__ = ["decode", "decode_lines", "json_reason", "open_input", "parse_json", "read_text"]
 
 
 def decode(data: bytes, *, path: str | os.PathLike[str] | None = None, first_line: int = 1) -> str:
@@ -61,6 +61,16 @@ def _bounded(fh: Any, limit: int) -> Iterator[bytes | str | None]:
         yield None
         while raw and raw[-1:] not in (b"\n", "\n"):  # the rest of that line, in pieces of the same bound
             raw = fh.readline(limit + 1)
+
+
+def open_input(path: str | os.PathLike[str]) -> IO[bytes]:
+    """``path`` opened for reading bytes (JSONL input, an import); a missing or unreadable file is a typed error naming it."""
+    try:
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+    except FileNotFoundError:
+        raise NotFoundError(f"no such file: {os.fspath(path)}", path=os.fspath(path)) from None
+    except OSError as exc:
+        raise ValidationError(f"cannot read the file ({exc.strerror})", path=os.fspath(path), rule="io") from None
 
 
 def decode_lines(

@@ -4,7 +4,8 @@ Input: one JSON object per line (blank lines skipped), from a file or ``-`` (std
 Every line is read and checked (JSON, known fields, content, metadata, scope,
 TTL, secrets; query, limit, filters) before the store is opened, each as it is
 read: the first bad line raises a typed error naming the line and the field
-(without reading further), and nothing is stored or answered. A refused secret is named by its pattern, never echoed.
+(without reading further), and nothing is stored or answered. A refused secret
+is named by its pattern, never echoed.
 
 Output: JSON lines in input order, each the shape of the single command's answer.
 ``remember``'s lines go in as one transaction with one embedding pass over all
@@ -21,8 +22,8 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from .._json import to_jsonable
-from .._text import decode_lines, parse_json
-from ..exceptions import EncodingError, NotFoundError, SecretRejectedError, ValidationError
+from .._text import decode_lines, open_input, parse_json
+from ..exceptions import EncodingError, SecretRejectedError, ValidationError
 from ..memory._secrets import find_secret
 
 __all__ = ["read_jsonl", "recall_requests", "remember_records", "write_jsonl"]
@@ -42,13 +43,7 @@ def _lines(source: str) -> Iterator[tuple[int, str | EncodingError]]:
         stream: IO[Any] = getattr(sys.stdin, "buffer", sys.stdin)
         yield from decode_lines(stream, path="<stdin>")
         return
-    try:
-        fh = open(source, "rb")  # noqa: SIM115 - closed below, after the last line
-    except FileNotFoundError:
-        raise NotFoundError(f"no such file: {source}", path=source) from None
-    except OSError as exc:
-        raise ValidationError(f"cannot read the file ({exc.strerror})", path=source, rule="io") from None
-    with fh:
+    with open_input(source) as fh:
         yield from decode_lines(fh, path=source)
 
 

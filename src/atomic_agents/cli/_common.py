@@ -32,9 +32,11 @@ import typer
 
 try:  # typer >= 0.2x vendors click: its exceptions, not the real click's
     from typer._click.exceptions import ClickException
+    from typer._click.utils import _escape_control_characters
     from typer.exceptions import Abort
 except ImportError:  # pragma: no cover - older typer on the real click
     from click.exceptions import Abort, ClickException  # type: ignore[assignment]
+    from click.utils import _escape_control_characters  # type: ignore[no-redef]
 
 from .._json import to_jsonable
 
@@ -422,9 +424,8 @@ def _usage_error(exc: ClickException, args: list[str]) -> None:
         for i in range(len(args) - n + 1):
             if find_secret(" ".join(args[i : i + n])) is not None:
                 values.update(args[i : i + n])
-    escaped = lambda v: "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F else c for c in v)  # noqa: E731 - click's form
-    for value in sorted(values, key=len, reverse=True):
-        for shown in sorted({value, repr(value)[1:-1], escaped(value)}, key=len, reverse=True):
+    for value in sorted(values, key=len, reverse=True):  # as given, as repr() shows it, as click escapes it
+        for shown in sorted({value, repr(value)[1:-1], _escape_control_characters(value)}, key=len, reverse=True):
             exc.message = exc.message.replace(shown, "<hidden: looks like a secret>")
     try:
         from typer import rich_utils

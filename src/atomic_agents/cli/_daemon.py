@@ -499,10 +499,9 @@ def _spawn(db: str, embedder: str, idle: float) -> dict[str, Any]:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, cwd="/",
                                 env=env)
 
-    proc = launch()
     sock, lock = client.socket_path(db), client.lock_path(db)
     deadline = time.monotonic() + START_TIMEOUT
-    ours: subprocess.Popen[bytes] | None = proc  # None: it found the lock held, and exited
+    ours: subprocess.Popen[bytes] | None = launch()  # None: it found the lock held, and exited
     while time.monotonic() < deadline:
         rc = ours.poll() if ours is not None else None
         status = client.request(sock, {"op": "status"})

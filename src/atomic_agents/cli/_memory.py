@@ -474,7 +474,9 @@ def import_(
     if str(source) == "-":
         stream: Any = getattr(sys.stdin, "buffer", sys.stdin)  # bytes: decoded as UTF-8 line by line, whatever the locale
     else:
-        stream = _open_import(source)  # before the store: a missing file creates no database
+        from .._text import open_input
+
+        stream = open_input(source)  # before the store: a missing file creates no database
     with stream, _store(embeds=True) as store, _bar("importing") as progress:
         imported, skipped = import_jsonl(store, stream, progress=progress, details=details,
                                          name="<stdin>" if str(source) == "-" else str(source))
@@ -491,17 +493,6 @@ def import_(
             err_console().print(f"the export's vectors are from {others}, not this store's {model}: "
                                 f"re-embedded {details['reembedded']} memories", markup=False)  # fmt: skip
     emit(out, True)
-
-
-def _open_import(source: Path) -> Any:
-    from ..exceptions import NotFoundError, ValidationError
-
-    try:
-        return open(source, "rb")  # noqa: SIM115 - closed by the import's with
-    except FileNotFoundError:
-        raise NotFoundError(f"no such file: {source}", path=str(source)) from None
-    except OSError as exc:
-        raise ValidationError(f"cannot read the file ({exc.strerror})", path=str(source), rule="io") from None
 
 
 @app.command()

@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .._text import decode_lines, parse_json
-from ..exceptions import EmbedderMismatchError, EncodingError, NotFoundError, SecretRejectedError, StoreError, ValidationError
+from .._text import decode_lines, open_input, parse_json
+from ..exceptions import EmbedderMismatchError, EncodingError, SecretRejectedError, StoreError, ValidationError
 from ._base import check_scope_filter
 from ._embed import content_hash
 from ._models import Memory, ScopeFilter
@@ -235,13 +235,8 @@ def import_jsonl(
         records = list(_records(source, name))  # type: ignore[arg-type]
     else:
         name = name or str(source)
-        try:
-            with open(source, "rb") as fh:
-                records = list(_records(fh, name))
-        except FileNotFoundError:
-            raise NotFoundError(f"no such file: {name}", path=name) from None
-        except OSError as exc:
-            raise ValidationError(f"cannot read the file ({exc.strerror})", path=name, rule="io") from None
+        with open_input(source) as fh:
+            records = list(_records(fh, name))
     for lineno, mem, _ in records:
         try:
             check_no_secrets(mem.content, mem.metadata, record=mem.id, scope=mem)
